@@ -1,0 +1,82 @@
+"""`python -m grader`: grade a batch on a bare GPU (or CPU) worker.
+
+    python -m grader grade --in requests.jsonl --out results.jsonl [--workers 2] [--mode zygote]
+    python -m grader fingerprint
+    python -m grader tasks
+
+Needs only torch, triton, nvidia-ml-py and the standard library.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m grader", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("grade", help="grade GradeRequest JSON lines into GradeResult JSON lines")
+    g.add_argument("--in", dest="inp", default="-", help="requests file (JSON lines), '-' for stdin")
+    g.add_argument("--out", default="-", help="results file (JSON lines), '-' for stdout")
+    g.add_argument("--mode", choices=("zygote", "fresh"), default="zygote",
+                   help="zygote: fork each worker from a pre-imported process; fresh: new interpreter per attempt")
+    g.add_argument("--workers", type=int, default=1, help="attempts in flight at once (timing stays exclusive)")
+    g.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    g.add_argument("--catalogue-extra", action="append", default=[], help="JSON-lines file of extra task cards")
+    g.add_argument("--profile", default=None, help="force a size profile (cpu/gpu) for every request")
+    sub.add_parser("fingerprint", help="print this machine's hardware fingerprint")
+    sub.add_parser("tasks", help="list the catalogue (public fields only)")
+    args = ap.parse_args(argv)
+
+    if args.cmd == "fingerprint":
+        from grader import fingerprint
+        from grader.service import pick_device
+
+        fp = fingerprint.read_local(pick_device().startswith("cuda"))
+        print(json.dumps({"fingerprint_id": fingerprint.fingerprint_id(fp), **fp}, indent=2, sort_keys=True))
+        return 0
+    if args.cmd == "tasks":
+        from grader.catalogue import load_catalogue
+
+        for card in load_catalogue().values():
+            print(json.dumps({k: card.public_card()[k] for k in ("task_id", "family", "lineage", "revision")}))
+        return 0
+    return _grade(args)
+
+
+def _grade(args) -> int:
+    import dataclasses
+
+    from grader.contract import request_from_json
+    from grader.service import GraderService
+
+    src = sys.stdin if args.inp == "-" else open(args.inp)
+    requests = []
+    for n, line in enumerate(src, 1):
+        if line.strip():
+            try:
+                req = request_from_json(line)
+            except (ValueError, TypeError) as e:
+                print(f"{args.inp}:{n}: not a grade request: {e}", file=sys.stderr)
+                return 2
+            requests.append(dataclasses.replace(req, profile=args.profile) if args.profile else req)
+    out = sys.stdout if args.out == "-" else open(args.out, "w")
+    t0 = time.perf_counter()
+    counts: dict[str, int] = {}
+    with GraderService(mode=args.mode, workers=args.workers, device=args.device,
+                       catalogue_extra=args.catalogue_extra) as svc:
+        for i, result in enumerate(svc.grade(requests), 1):
+            out.write(result.to_json() + "\n")
+            out.flush()
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+            print(f"[{i}/{len(requests)}] {result.attempt_id}: {result.status.value} reward={result.reward:.3f}",
+                  file=sys.stderr)
+    print(json.dumps({"graded": len(requests), "seconds": round(time.perf_counter() - t0, 2), "statuses": counts}),
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

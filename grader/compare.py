@@ -1,0 +1,70 @@
+"""Correctness: every element of the candidate's output against a float64 reference."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grader.contract import Reason
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of one output comparison."""
+
+    ok: bool
+    reason_code: Reason
+    detail: str
+    max_rel_err: float
+    """Largest |out-ref| / (atol + rtol*|ref|); <= 1 passes."""
+
+
+def check_output_meta(meta: dict, shape: tuple[int, ...], dtype: str, device_ok: bool) -> Verdict | None:
+    """The output must be a plain tensor of the declared shape, dtype and device."""
+    if meta.get("type") != "Tensor":
+        return Verdict(False, Reason.BAD_OUTPUT, f"output is {meta.get('type')!r}, not a plain torch.Tensor", float("inf"))
+    if tuple(meta["shape"]) != tuple(shape):
+        return Verdict(False, Reason.BAD_OUTPUT, f"output shape {tuple(meta['shape'])} != expected {tuple(shape)}", float("inf"))
+    if meta["dtype"] != dtype:
+        return Verdict(False, Reason.BAD_OUTPUT, f"output dtype {meta['dtype']} != expected {dtype}", float("inf"))
+    if not device_ok:
+        return Verdict(False, Reason.BAD_OUTPUT, f"output on device {meta.get('device')!r}, not the grading device", float("inf"))
+    return None
+
+
+def compare(out, ref, atol: float, rtol: float) -> Verdict:
+    """All elements must satisfy |out-ref| <= atol + rtol*|ref|; NaN/Inf only where the reference has them."""
+    import torch
+
+    o = out.to(ref.device).double() if out.is_floating_point() or ref.is_floating_point() else out.to(ref.device)
+    r = ref.double() if o.dtype == torch.float64 else ref
+    if o.numel() == 0:
+        return Verdict(True, Reason.OK, "empty output", 0.0)
+    if o.dtype != torch.float64:  # integer outputs: exact
+        bad = int((o != r).sum())
+        if bad:
+            return Verdict(False, Reason.MISMATCH, f"{bad} of {o.numel()} integer elements differ", float("inf"))
+        return Verdict(True, Reason.OK, "all integer elements equal", 0.0)
+    r_finite = torch.isfinite(r)
+    o_finite = torch.isfinite(o)
+    if bool((~o_finite & r_finite).any()):
+        n_nan = int((torch.isnan(o) & r_finite).sum())
+        n_bad = int((~o_finite & r_finite).sum())
+        code = Reason.UNWRITTEN if n_nan == n_bad else Reason.NONFINITE
+        what = "poisoned (unwritten)" if code is Reason.UNWRITTEN else "NaN/Inf"
+        return Verdict(False, code, f"{n_bad} of {o.numel()} elements are {what} where the reference is finite", float("inf"))
+    if bool((~r_finite).any()):
+        same_special = torch.where(~r_finite, (o == r) | (torch.isnan(o) & torch.isnan(r)), torch.ones_like(r_finite))
+        if not bool(same_special.all()):
+            return Verdict(False, Reason.MISMATCH, "non-finite reference elements not reproduced", float("inf"))
+    diff = (o - r).abs()
+    bound = atol + rtol * r.abs()
+    ratio = torch.where(r_finite, diff / bound, torch.zeros_like(diff))
+    worst = float(ratio.max())
+    if worst > 1.0:
+        n_bad = int((ratio > 1.0).sum())
+        if o.numel() > 1 and float(r.std()) > 0 and float(o.std()) == 0.0:
+            return Verdict(False, Reason.CONSTANT_OUTPUT,
+                           f"output is constant ({float(o.flatten()[0]):.4g}) while the reference varies", worst)
+        return Verdict(False, Reason.MISMATCH,
+                       f"{n_bad} of {o.numel()} elements outside atol={atol:g}, rtol={rtol:g} (worst {worst:.3g}x the bound)",
+                       worst)
+    return Verdict(True, Reason.OK, f"all {o.numel()} elements within tolerance (worst {worst:.3g}x the bound)", worst)

@@ -1,0 +1,237 @@
+"""The grade request/result contract: the one place where a grade's shape is defined.
+
+Requests and results travel as JSON lines between the grading resource and `python -m grader`.
+Only the standard library is used here so a bare GPU worker can load it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+GRADER_VERSION = "0.3.0"
+"""Bumped whenever anything that can move a reward changes (protocol, tolerances, timing)."""
+
+REWARD_FLOOR = -24.0
+"""Reward of every attempt that is not a correct, unflagged kernel."""
+
+SPEEDUP_CLIP = (1.0 / 64.0, 8.0)
+"""Per-size speedups are clipped into this range before aggregation (GRADER.md 6, threat 15)."""
+
+MAX_SOURCE_BYTES = 256 * 1024
+"""Largest candidate source accepted; larger ones are quarantined at ingest."""
+
+
+class Status(str, enum.Enum):
+    """Closed set of terminal grade states; every result carries one plus a reason."""
+
+    CORRECT = "correct"
+    WRONG_OUTPUT = "wrong_output"
+    CHEAT_FLAGGED = "cheat_flagged"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    UNSUPPORTED_ON_BACKEND = "unsupported_on_backend"
+    INFRA_ERROR = "infra_error"
+
+    @property
+    def is_candidate_fault(self) -> bool:
+        """True when the attempt itself is to blame (floored), false for infra problems."""
+        return self not in (Status.INFRA_ERROR, Status.UNSUPPORTED_ON_BACKEND)
+
+
+class Reason(str, enum.Enum):
+    """Machine-readable cause behind a status; the free-text `reason` explains the instance."""
+
+    OK = "ok"
+    MISMATCH = "mismatch"                      # some element outside tolerance (wrong_output)
+    NONFINITE = "nonfinite"                    # NaN/Inf where the reference has none (wrong_output)
+    UNWRITTEN = "unwritten_output"             # poisoned elements survived the call (wrong_output)
+    CONSTANT_OUTPUT = "constant_output"        # trivial output where the reference varies (wrong_output)
+    BAD_OUTPUT = "bad_output"                  # not a plain tensor of the declared shape/dtype/device
+    TIMED_OUTPUT_MISMATCH = "timed_output_mismatch"  # an output verified after timing was wrong
+    INPUT_MUTATED = "input_mutated"            # inputs changed by the call
+    THREADS = "background_threads"             # threads or processes left running after the call
+    CLOCK_TAMPERED = "clock_tampered"          # timers or grader hooks replaced, or child clock disagrees
+    TIMING_ESCAPED = "timing_escaped"          # work outside the timed stream (side streams, deferred)
+    BELOW_FLOOR = "below_physical_floor"       # faster than the bytes the call must move allow
+    FORBIDDEN_OP = "forbidden_op"              # called the library op that does the whole job
+    NO_OWN_KERNEL = "no_own_kernel"            # a triton candidate whose own kernel never ran
+    INHERITANCE_BYPASS = "inheritance_bypass"  # static: subclasses or calls the reference model
+    SANDBOX_VIOLATION = "sandbox_violation"    # tried to reach files, network or secrets it may not
+    COMPILE = "compile"                        # import/JIT compilation failed
+    EXCEPTION = "exception"                    # raised during a call
+    OOM = "out_of_memory"
+    TIMEOUT = "timeout"
+    CRASH = "crash"                            # worker died (signal, abort, segfault)
+    UNSUPPORTED = "unsupported"                # language/backend combination not available here
+    INFRA = "infra"                            # grader-side failure, not the candidate's fault
+
+
+@dataclass(frozen=True)
+class GradeRequest:
+    """One attempt to grade: the candidate's code and the task it claims to solve."""
+
+    attempt_id: str
+    """Stable id of the raw attempt; lineage key from a published row back to the input."""
+    task_id: str
+    """Id of the task card in the catalogue."""
+    source: str
+    """Candidate source: a Python module defining the entry point."""
+    language: str = "triton"
+    """`triton`, `pytorch` or `cuda` (CUDA through torch's extension loader)."""
+    entry_point: str = "run"
+    """Name of the callable in the candidate module: `run(*inputs) -> Tensor`."""
+    seed: int = 0
+    """Root seed; every call's inputs derive from it, so a regrade with a new seed is fresh."""
+    profile: str = "auto"
+    """Size profile: `cpu`, `gpu` or `auto` (gpu when CUDA is present)."""
+    timeout_s: float = 60.0
+    """Wall-clock budget for the whole attempt in the worker."""
+    memory_limit_mb: int = 8192
+    """Address-space limit of the candidate's worker on CPU (host memory)."""
+    sharing: str = "isolated"
+    """Declared sharing setting of the GPU while grading (recorded, checked against NVML)."""
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """Timing and correctness for one size of one attempt."""
+
+    size_key: str
+    """Canonical text of the size (`M=128,N=256`); hidden sizes stay in sealed storage only."""
+    hidden: bool
+    """True when this size was never shown to the agent."""
+    cand_ms: float | None
+    """Median candidate time per call, milliseconds (None when not timed)."""
+    expert_ms: float | None
+    """Median expert time per call in the same run, milliseconds."""
+    cand_ms_ci: tuple[float, float] | None = None
+    """Confidence interval of the candidate median (lower, upper), milliseconds."""
+    expert_ms_ci: tuple[float, float] | None = None
+    """Confidence interval of the expert median, milliseconds."""
+    reps: int = 0
+    """Timed repetitions per side."""
+    speedup: float | None = None
+    """expert_ms / cand_ms after clipping."""
+    max_rel_err: float | None = None
+    """Largest |out-ref| / (atol + rtol*|ref|) seen over all verified calls (<= 1 passes)."""
+
+
+@dataclass
+class GradeResult:
+    """The verdict for one attempt, with everything needed to reproduce it."""
+
+    attempt_id: str
+    task_id: str
+    task_revision: str
+    """Content hash of the task card that was used."""
+    grader_version: str
+    status: Status
+    reason_code: Reason
+    """Machine-readable cause (closed enum)."""
+    reason: str
+    """Human-readable why, always set (also for `correct`)."""
+    reward: float
+    seed: int
+    profile: str
+    device: str
+    """`cpu` or the CUDA device name."""
+    fingerprint_id: str
+    """Hash of the hardware fingerprint (see grader.fingerprint)."""
+    fingerprint: dict[str, Any] = field(default_factory=dict)
+    sizes: list[SizeResult] = field(default_factory=list)
+    speedup_geomean: float | None = None
+    """Geometric mean of the clipped per-size speedups (correct grades only)."""
+    measured_speedup_geomean: float | None = None
+    """Geomean speedup the timer measured before any verdict (also for floored attempts)."""
+    tolerances: dict[str, Any] = field(default_factory=dict)
+    """The atol/rtol actually applied, stored with every grade."""
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    """Wall seconds by phase: startup, compile, correctness, timing, expert, total."""
+    sandbox: dict[str, Any] = field(default_factory=dict)
+    """Which isolation layers were active for the worker (namespaces, uid, rlimits)."""
+    sharing: str = "isolated"
+    kernels_launched: list[str] = field(default_factory=list)
+    """Kernel or op names observed in the profiled call (evidence for threats 17/18)."""
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+        self.reason_code = Reason(self.reason_code)
+        check_consistent(self)
+
+    def to_json(self) -> str:
+        d = dataclasses.asdict(self)
+        d["status"] = self.status.value
+        d["reason_code"] = self.reason_code.value
+        return json.dumps(d, sort_keys=True, allow_nan=False, default=_jsonable)
+
+    @staticmethod
+    def from_json(text: str) -> "GradeResult":
+        d = json.loads(text)
+        d["sizes"] = [SizeResult(**{**s, "cand_ms_ci": _tup(s.get("cand_ms_ci")),
+                                    "expert_ms_ci": _tup(s.get("expert_ms_ci"))}) for s in d.get("sizes", [])]
+        return GradeResult(**d)
+
+
+def _tup(v):
+    return tuple(v) if v is not None else None
+
+
+def _jsonable(o):
+    if isinstance(o, enum.Enum):
+        return o.value
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def request_to_json(req: GradeRequest) -> str:
+    return json.dumps(dataclasses.asdict(req), sort_keys=True)
+
+
+def request_from_json(text: str) -> GradeRequest:
+    d = json.loads(text)
+    known = {f.name for f in dataclasses.fields(GradeRequest)}
+    unknown = set(d) - known
+    if unknown:
+        raise ValueError(f"grade request has unknown fields: {sorted(unknown)}")
+    return GradeRequest(**d)
+
+
+def reward(status: Status, speedups: list[float]) -> float:
+    """The one reward function: log2 of the geometric-mean clipped speedup when correct, else the floor."""
+    if Status(status) is not Status.CORRECT:
+        return REWARD_FLOOR
+    if not speedups:
+        raise ValueError("a correct grade needs at least one timed size")
+    return sum(math.log2(clip_speedup(s)) for s in speedups) / len(speedups)
+
+
+def clip_speedup(s: float) -> float:
+    lo, hi = SPEEDUP_CLIP
+    return min(max(s, lo), hi)
+
+
+def geomean(values: list[float]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    if not vals:
+        return None
+    return 2.0 ** (sum(math.log2(v) for v in vals) / len(vals))
+
+
+def check_consistent(r: GradeResult) -> None:
+    """Cross-field rules: a correct grade has timings and its reward; anything else sits at the floor."""
+    if not r.reason:
+        raise ValueError(f"{r.attempt_id}: every grade needs a reason")
+    if r.status is Status.CORRECT:
+        timed = [s for s in r.sizes if s.speedup is not None]
+        if not timed:
+            raise ValueError(f"{r.attempt_id}: a correct grade must carry per-size timings")
+        expected = reward(r.status, [s.speedup for s in timed])
+        if not math.isclose(r.reward, expected, abs_tol=1e-9):
+            raise ValueError(f"{r.attempt_id}: reward {r.reward} != {expected} from its timings")
+    elif r.reward != REWARD_FLOOR:
+        raise ValueError(f"{r.attempt_id}: status {r.status.value} must have reward {REWARD_FLOOR}")

@@ -1,0 +1,102 @@
+"""An audit hook in the worker that reports reach for what the sandbox hides (threat 22).
+
+The sandbox already makes these reaches fail (empty mounts, no network, another uid); the hook
+makes the *attempt* visible, so a candidate that peeks and then computes honestly is floored
+too. Reports go out at once on a dedicated channel, line by line, so code that runs later in
+the same interpreter cannot take them back; Python cannot remove an audit hook once added.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+_SECRET_ENV = re.compile(r"(TOKEN|SECRET|PASSW|API_?KEY|CREDENTIAL|AWS_|HF_|GITHUB|SSH_)", re.I)
+_FORBIDDEN_EVENTS = {
+    "socket.connect": "opened a network connection",
+    "socket.bind": "bound a network socket",
+    "socket.sendto": "sent a network datagram",
+    "socket.getaddrinfo": "resolved a network name",
+    "os.fork": "forked a process",
+    "os.forkpty": "forked a process",
+    "os.system": "ran a shell command",
+    "os.exec": "replaced the worker's program",
+    "os.posix_spawn": "spawned a process",
+    "os.kill": "signalled another process",
+}
+
+
+def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
+    """Add the hook; `fd` is the write end of the audit channel to the sealed parent."""
+    sealed = tuple(os.path.realpath(p).rstrip("/") + "/" for p in sealed_paths if p)
+    allowed = tuple(os.path.realpath(p).rstrip("/") + "/" for p in revealed if p)
+    own_pid = str(os.getpid())
+    write = os.write  # captured: patching os.write later does not silence the channel
+
+    def report(kind: str, detail: str) -> None:
+        try:
+            write(fd, f"{kind}\t{detail[:300]}\n".encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    def path_violation(path: str) -> str | None:
+        p = os.path.realpath(path) if path else ""
+        if allowed and (p.startswith(allowed) or p + "/" in allowed):
+            return None
+        if p.startswith(sealed) or p.rstrip("/") + "/" in sealed:
+            return f"read sealed path {p}"
+        if p.startswith("/proc/") and not p.startswith(("/proc/self/", f"/proc/{own_pid}/")):
+            part = p.split("/")[2]
+            if part.isdigit() or part in ("1",):
+                return f"read another process's {p}"
+        if p.startswith(("/root/", "/home/")) or p in ("/root", "/home"):
+            return f"read a home directory {p}"
+        return None
+
+    def hook(event: str, args: tuple) -> None:
+        if event == "open":
+            path = args[0]
+            if isinstance(path, (str, bytes)):
+                why = path_violation(os.fsdecode(path))
+                if why:
+                    report("sandbox", why)
+        elif event in ("os.listdir", "os.scandir", "glob.glob", "os.chdir"):
+            path = args[0] if args else None
+            if isinstance(path, (str, bytes)):
+                why = path_violation(os.fsdecode(path))
+                if why:
+                    report("sandbox", why.replace("read", "listed"))
+        elif event == "os.getenv" or event == "os.putenv":
+            pass
+        elif event in _FORBIDDEN_EVENTS:
+            report("sandbox", f"{_FORBIDDEN_EVENTS[event]} ({event})")
+
+    sys.addaudithook(hook)
+
+
+class AuditedEnviron(dict):
+    """os.environ stand-in that reports reads of secret-looking variables (they are scrubbed)."""
+
+    def __init__(self, data: dict, fd: int):
+        super().__init__(data)
+        self._fd = fd
+        self._write = os.write
+
+    def _note(self, key) -> None:
+        if isinstance(key, str) and _SECRET_ENV.search(key) and not key.startswith(("TRITON_", "TORCH_", "CUDA_")):
+            try:
+                self._write(self._fd, f"sandbox\tread environment secret {key}\n".encode())
+            except OSError:
+                pass
+
+    def __getitem__(self, key):
+        self._note(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self._note(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self._note(key)
+        return super().__contains__(key)

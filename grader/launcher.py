@@ -1,0 +1,191 @@
+"""Parent-side management of worker processes: one slot = one zygote (or fresh launcher) + one uid.
+
+A slot hands out one fresh worker per attempt and tears it down afterwards: the worker's process
+group and every process left under the slot's uid are killed, and the exit status is collected.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader import sandbox, wire, zygote
+
+UID_BASE = 61000
+_REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class WorkerConn:
+    """A live worker for one attempt."""
+
+    sock: socket.socket
+    audit: socket.socket
+    pid: int
+    hello: dict = field(default_factory=dict)
+    popen: subprocess.Popen | None = None
+    audit_lines: list[str] = field(default_factory=list)
+    baseline_threads: int = 0
+
+    def request(self, msg: dict, timeout_s: float) -> tuple[dict, bytes, float]:
+        """Send one message and wait for its reply; returns (reply, payload, parent_ms)."""
+        self.sock.settimeout(max(timeout_s, 0.001))
+        t0 = time.perf_counter_ns()
+        wire.send(self.sock, msg)
+        reply, payload = wire.recv(self.sock)
+        return reply, payload, (time.perf_counter_ns() - t0) / 1e6
+
+    def drain_audit(self) -> list[str]:
+        while True:
+            r, _, _ = select.select([self.audit], [], [], 0)
+            if not r:
+                break
+            data = self.audit.recv(1 << 16)
+            if not data:
+                break
+            self.audit_lines.extend(line for line in data.decode("utf-8", "replace").splitlines() if line)
+        return self.audit_lines
+
+
+def sealed_paths(extra: list[str] | None = None) -> list[str]:
+    """Directories a worker must not see: the catalogue, the checkout, homes, and extras."""
+    import grader.catalogue as cat
+
+    paths = [os.path.dirname(cat.__file__), str(_REPO), "/root", "/home"]
+    for p in extra or []:
+        p = os.path.realpath(p)
+        paths.append(p if os.path.isdir(p) else os.path.dirname(p))
+    return [p for p in dict.fromkeys(paths) if os.path.isdir(p)]
+
+
+def revealed_paths() -> list[str]:
+    """Paths the worker needs even when they lie inside a hidden directory: the interpreter."""
+    keep = [sys.prefix, sys.base_prefix] + [p for p in sys.path if p and "site-packages" in p]
+    return sorted({os.path.realpath(p) for p in keep if os.path.isdir(p)})
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def base_env(device: str) -> dict:
+    """The scrubbed environment a worker starts from: nothing of the caller's but the essentials."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+           "PYTHONPATH": str(_REPO), "OMP_NUM_THREADS": "1",
+           "KINETO_LOG_LEVEL": "5"}
+    for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_PTXAS_PATH", "NCCL_NVLS_ENABLE",
+              "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
+        if k in os.environ:
+            env[k] = os.environ[k]
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    return env
+
+
+class Slot:
+    """One worker slot: a zygote (or the fresh-process launcher) and its own unprivileged uid."""
+
+    def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
+                 address_space_mb: int | None = None, boot_timeout_s: float = 180.0):
+        if mode not in ("zygote", "fresh"):
+            raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
+        self.index, self.mode, self.device = index, mode, device
+        self.uid = UID_BASE + index if os.geteuid() == 0 else None
+        self.config = {
+            "device": device, "hide": hide, "reveal": list(reveal), "tmp_mb": tmp_mb, "uid": self.uid, "nproc": 512, "nofile": 1024,
+            "fsize_mb": 512, "address_space_mb": address_space_mb if device == "cpu" else None,
+            "env": base_env(device), "fallback_scratch": f"/tmp/kerneltraj-slot{index}",
+        }
+        self.boot_timeout_s = boot_timeout_s
+        self.zygote: subprocess.Popen | None = None
+        self.ctl: socket.socket | None = None
+        if mode == "zygote":
+            self._start_zygote()
+
+    def _start_zygote(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.zygote = subprocess.Popen([sys.executable, "-m", "grader.zygote", str(theirs.fileno())],
+                                       pass_fds=[theirs.fileno()], env=self.config["env"], cwd="/")
+        theirs.close()
+        self.ctl = ours
+        self.ctl.settimeout(self.boot_timeout_s)
+        zygote.ctl_send(self.ctl, {"device": self.device})
+        reply = zygote.ctl_recv(self.ctl)
+        if not reply.get("ready"):
+            raise RuntimeError(f"zygote {self.index} failed to start: {reply}")
+
+    def spawn(self, timeout_s: float) -> WorkerConn:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        a_ours, a_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        popen = None
+        if self.mode == "zygote":
+            if self.zygote is None or self.zygote.poll() is not None:
+                self._start_zygote()
+            zygote.ctl_send(self.ctl, {"op": "spawn", "config": self.config}, [theirs.fileno(), a_theirs.fileno()])
+            pid = int(zygote.ctl_recv(self.ctl)["pid"])
+        else:
+            env = dict(self.config["env"], KERNELTRAJ_WORKER_CONFIG=json.dumps(self.config))
+            popen = subprocess.Popen(
+                [sys.executable, "-m", "grader.zygote", "--fresh", str(theirs.fileno()), str(a_theirs.fileno())],
+                pass_fds=[theirs.fileno(), a_theirs.fileno()], env=env, cwd="/")
+            pid = popen.pid
+        theirs.close()
+        a_theirs.close()
+        conn = WorkerConn(sock=ours, audit=a_ours, pid=pid, popen=popen)
+        conn.sock.settimeout(timeout_s)
+        hello, _ = wire.recv(conn.sock)
+        conn.hello = hello
+        conn.baseline_threads = sandbox.thread_count(pid)
+        return conn
+
+    def finish(self, conn: WorkerConn | None) -> str:
+        """Kill the worker and everything it left behind; describe how it had ended."""
+        if conn is None:
+            return "no worker"
+        for fn in (lambda: os.killpg(conn.pid, 9), lambda: os.kill(conn.pid, 9)):
+            try:
+                fn()
+            except (ProcessLookupError, PermissionError):
+                pass
+        if self.uid is not None:
+            sandbox.kill_uid(self.uid)
+        how = "exit status unknown"
+        try:
+            if conn.popen is not None:
+                conn.popen.wait(timeout=30)
+                rc = conn.popen.returncode
+                how = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
+            else:
+                zygote.ctl_send(self.ctl, {"op": "reap", "pid": conn.pid})
+                st = int(zygote.ctl_recv(self.ctl).get("status"))
+                how = (f"killed by signal {os.WTERMSIG(st)}" if os.WIFSIGNALED(st)
+                       else f"exited with code {os.WEXITSTATUS(st)}")
+        except (OSError, subprocess.TimeoutExpired, wire.WireError, TypeError, ValueError):
+            pass
+        for s in (conn.sock, conn.audit):
+            s.close()
+        return how
+
+    def close(self) -> None:
+        if self.ctl is not None:
+            try:
+                zygote.ctl_send(self.ctl, {"op": "bye"})
+            except OSError:
+                pass
+            self.ctl.close()
+        if self.zygote is not None:
+            try:
+                self.zygote.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.zygote.kill()
+        if self.uid is not None:
+            sandbox.kill_uid(self.uid)

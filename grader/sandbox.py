@@ -1,0 +1,177 @@
+"""Isolation of a candidate's worker process (runs in the worker, before candidate code loads).
+
+Layers, each recorded in the grade so an auditor sees what was in force:
+- its own mount namespace: the task catalogue, the project checkout, home directories and the
+  grader's scratch are covered by empty tmpfs mounts; /tmp is a fresh, size-limited tmpfs;
+- its own network namespace: no interface but a down loopback, so no connection succeeds;
+- an unprivileged uid/gid of its own (per worker slot), no supplementary groups;
+- resource limits: processes, open files, file size, core dumps, and address space on CPU;
+- a scrubbed environment (built by the parent) and the parent-death signal.
+A layer the host refuses (no privileges) is recorded as off, never silently assumed.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MS_BIND = 0x1000
+MNT_DETACH = 0x2
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_DUMPABLE = 4
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int, what: str) -> None:
+    if rc != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | None, nproc: int, nofile: int,
+          fsize_mb: int, address_space_mb: int | None, network: bool = False) -> dict:
+    """Apply every layer it can; return {layer: True/False or detail}."""
+    layers: dict[str, object] = {}
+    _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+    layers["pdeathsig"] = True
+    flags = CLONE_NEWNS | (0 if network else CLONE_NEWNET)
+    try:
+        _check(_libc.unshare(flags), "unshare")
+        layers["mount_ns"] = True
+        layers["net_ns"] = not network
+    except OSError as e:
+        layers["mount_ns"] = layers["net_ns"] = f"off: {e}"
+    if layers["mount_ns"] is True:
+        _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+        _check(_libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV,
+                           f"size={tmp_mb}m,mode=1777".encode()), "private /tmp")
+        hidden = _hide(hide, reveal)
+        layers["hidden_paths"] = hidden
+        layers["tmp_mb"] = tmp_mb
+    scratch = "/tmp/work" if layers["mount_ns"] is True else None
+    if scratch:
+        os.makedirs(scratch, mode=0o700, exist_ok=True)
+    limits = {
+        resource.RLIMIT_NOFILE: nofile,
+        resource.RLIMIT_FSIZE: fsize_mb << 20,
+        resource.RLIMIT_CORE: 0,
+    }
+    if address_space_mb:
+        limits[resource.RLIMIT_AS] = address_space_mb << 20
+    for which, value in limits.items():
+        resource.setrlimit(which, (value, value))
+    layers["rlimits"] = {"nofile": nofile, "fsize_mb": fsize_mb, "address_space_mb": address_space_mb}
+    if uid is not None and os.geteuid() == 0:
+        if scratch:
+            os.chown(scratch, uid, uid)
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        layers["uid"] = uid
+    else:
+        layers["uid"] = f"off: running as uid {os.geteuid()}"
+    # After the uid change, so the per-user process count applies to this worker's own uid.
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    layers["rlimits"]["nproc"] = nproc
+    _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    layers["scratch"] = scratch or "off"
+    return layers
+
+
+def _hide(hide: list[str], reveal: list[str]) -> list[str]:
+    """Cover each hidden directory with an empty tmpfs, re-binding revealed paths inside it."""
+    hidden = []
+    for n, path in enumerate(p for p in hide if p and os.path.isdir(p) and not os.path.islink(p)):
+        inner = [r for r in reveal if r.startswith(path.rstrip("/") + "/")]
+        parked = []
+        for i, r in enumerate(inner):  # park the revealed trees before the cover goes on
+            spot = f"/tmp/.reveal-{n}-{i}"
+            os.makedirs(spot)
+            _check(_libc.mount(r.encode(), spot.encode(), None, MS_BIND | MS_REC, None), f"park {r}")
+            parked.append((spot, r))
+        _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
+                           f"size=64k,mode={'0755' if inner else '0555'}".encode()), f"hide {path}")
+        for spot, r in parked:
+            os.makedirs(r, exist_ok=True)
+            _check(_libc.mount(spot.encode(), r.encode(), None, MS_BIND | MS_REC, None), f"reveal {r}")
+            _libc.umount2(spot.encode(), MNT_DETACH)
+            os.rmdir(spot)
+        hidden.append(path)
+    return hidden
+
+
+def set_parent_death_signal() -> None:
+    _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+
+
+def uid_pids(uid: int) -> list[int]:
+    """Every live process owned by uid."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    with open(f"/proc/{entry}/stat") as f:
+                        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                            out.append(int(entry))
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+    return out
+
+
+def kill_uid(uid: int) -> int:
+    """Kill every process owned by `uid` (a worker's daemons and forks); returns how many."""
+    n = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{entry}").st_uid == uid:
+                os.kill(int(entry), 9)
+                n += 1
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return n
+
+
+def thread_count(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except FileNotFoundError:
+        return 0
+
+
+def child_pids(pid: int) -> list[int]:
+    """Live direct children of pid, read from /proc (outside the candidate's reach)."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(")") + 2:].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                kids.append(int(entry))
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+    return kids
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except FileNotFoundError:
+        pass
+    return 0.0

@@ -1,0 +1,134 @@
+"""The grading service: a pool of worker slots fed from a queue, results streamed back.
+
+Each slot grades one attempt at a time in its own fresh worker; slots overlap start-up,
+compilation and correctness on the CPU cores, while timing takes the device exclusively
+(one lock per device), so no two attempts are ever timed at once.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import tempfile
+import threading
+import traceback
+from typing import Callable, Iterable, Iterator
+
+from grader.contract import GRADER_VERSION, GradeRequest, GradeResult, Reason, Status, reward
+
+
+def pick_device(device: str = "auto") -> str:
+    if device != "auto":
+        return device
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+class GraderService:
+    def __init__(self, mode: str = "zygote", workers: int = 1, device: str = "auto",
+                 catalogue_extra: list[str] | None = None, effort=None, hide_extra: list[str] | None = None,
+                 address_space_mb: int | None = 16384):
+        self.device = pick_device(device)
+        if self.device == "cpu":
+            os.environ.setdefault("TRITON_INTERPRET", "1")  # experts run in this process too
+        from grader import fingerprint
+        from grader.catalogue import load_catalogue
+        from grader.launcher import Slot, revealed_paths, sealed_paths
+        from grader.session import Effort
+        from grader.timing import DeviceClock
+
+        self.catalogue = load_catalogue(catalogue_extra)
+        self.effort = effort or Effort.for_device(self.device.startswith("cuda"))
+        self.workdir = tempfile.mkdtemp(prefix="kerneltraj-sealed-")
+        os.chmod(self.workdir, 0o700)
+        self.clock = DeviceClock(self.device)
+        cuda = self.device.startswith("cuda")
+        self.fingerprint = fingerprint.read_local(cuda)
+        self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)
+        self.device_name = self.fingerprint.get("gpu_name") or (_cuda_name() if cuda else "cpu")
+        hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + [self.workdir])
+        self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb)
+                      for i in range(workers)]
+        self.gpu_lock = threading.Lock()
+        self._tasks: dict[str, object] = {}
+        self._tasks_lock = threading.Lock()
+
+    def __enter__(self) -> "GraderService":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for slot in self.slots:
+            slot.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def task(self, task_id: str):
+        from grader.session import SealedTask
+
+        with self._tasks_lock:
+            if task_id not in self._tasks:
+                self._tasks[task_id] = SealedTask(self.catalogue[task_id], self.device, self.workdir)
+            return self._tasks[task_id]
+
+    def grade(self, requests: Iterable[GradeRequest],
+              on_result: Callable[[GradeResult], None] | None = None) -> Iterator[GradeResult]:
+        """Grade every request; yields exactly one result per request, in completion order."""
+        todo: queue.Queue = queue.Queue()
+        n = 0
+        for req in requests:
+            todo.put(req)
+            n += 1
+        done: queue.Queue = queue.Queue()
+        threads = [threading.Thread(target=self._run_slot, args=(slot, todo, done), daemon=True)
+                   for slot in self.slots[:max(1, min(len(self.slots), n))]]
+        for t in threads:
+            t.start()
+        for _ in range(n):
+            result = done.get()
+            if on_result:
+                on_result(result)
+            yield result
+        for t in threads:
+            t.join()
+
+    def grade_one(self, req: GradeRequest) -> GradeResult:
+        return next(iter(self.grade([req])))
+
+    def _run_slot(self, slot, todo: queue.Queue, done: queue.Queue) -> None:
+        from grader.session import grade_attempt
+
+        while True:
+            try:
+                req = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                if req.task_id not in self.catalogue:
+                    done.put(self._infra(req, f"task {req.task_id!r} is not in the grader's catalogue"))
+                    continue
+                done.put(grade_attempt(req, self.task(req.task_id), slot, self.clock,
+                                       fingerprint=self.fingerprint, fingerprint_id=self.fingerprint_id,
+                                       device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort))
+            except Exception as e:  # noqa: BLE001 - a grader bug ends this attempt as infra_error, never lost
+                done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
+                                          f"| {traceback.format_exc().splitlines()[-3:]}"))
+
+    def _infra(self, req: GradeRequest, why: str) -> GradeResult:
+        card = self.catalogue.get(req.task_id)
+        return GradeResult(
+            attempt_id=req.attempt_id, task_id=req.task_id, task_revision=card.revision if card else "unknown",
+            grader_version=GRADER_VERSION, status=Status.INFRA_ERROR, reason_code=Reason.INFRA, reason=why[:2000],
+            reward=reward(Status.INFRA_ERROR, []), seed=req.seed, profile=req.profile, device=self.device_name,
+            fingerprint_id=self.fingerprint_id, fingerprint=self.fingerprint, sharing=req.sharing)
+
+
+def _cuda_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0)

@@ -1,0 +1,114 @@
+"""Task cards: what a task is, which sizes it is graded on, and how its inputs are drawn.
+
+A card is plain data plus two pieces of Python source (the reference and the expert), so its
+revision is a content hash of everything that can change a grade. Cards live in
+`grader/catalogue/*.py`, each module exposing `CARDS: list[TaskCard]`. The sealed parent loads
+them; the candidate's worker never does.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+DTYPES = ("float32", "float16", "bfloat16", "int64", "int32")
+
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    # (atol, rtol) against a float64 reference; fp32 is strict so precision downgrades fail.
+    "float32": (1e-5, 1e-4),
+    "float16": (1e-3, 1e-2),
+    "bfloat16": (1e-2, 2e-2),
+}
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One positional input of the task's entry point."""
+
+    name: str
+    shape: tuple[str | int, ...]
+    """Axis names (looked up in the size dict) or fixed integers."""
+    dtype: str = "float32"
+    dist: str = "normal"
+    """`normal` (mean + std * randn), `uniform` (low..high), `randint` (low..high-1, ints)."""
+    mean: tuple[float, float] = (-1.0, 1.0)
+    """Range from which each call's mean is drawn (normal): never centred-only."""
+    std: tuple[float, float] = (0.5, 2.0)
+    """Range from which each call's standard deviation is drawn (normal)."""
+    low: float | str = 0.0
+    """Lower bound (uniform/randint); a string names a size axis."""
+    high: float | str = 1.0
+    """Upper bound, exclusive for randint; a string names a size axis."""
+
+
+@dataclass(frozen=True)
+class TaskCard:
+    """Everything the sealed grader knows about one task."""
+
+    task_id: str
+    family: str
+    """Workload family: the unit of held-out splits (softmax, gemm, attention, ...)."""
+    lineage: str
+    """Source lineage (who wrote the task and from what), e.g. `kerneltraj/softmax`."""
+    description: str
+    inputs: tuple[InputSpec, ...]
+    output_shape: tuple[str | int, ...]
+    output_dtype: str
+    reference: str
+    """Python source defining `run(*inputs)`; called on float64-upcast inputs on the grader side."""
+    expert: str
+    """Python source defining `run(*inputs)`: a production library op or a tuned Triton kernel."""
+    expert_kind: str
+    """`library` or `triton`."""
+    public_sizes: dict[str, tuple[dict[str, int], ...]]
+    """Per profile (`cpu`, `gpu`): sizes the agent saw."""
+    hidden_sizes: dict[str, tuple[dict[str, int], ...]]
+    """Per profile: sealed sizes the agent never saw."""
+    bytes_moved: str
+    """Python expression over the size axes and `E` (element size of the output dtype): the least
+    bytes one call must move through memory; with the device's bandwidth it sets the time floor."""
+    forbidden_ops: tuple[str, ...] = ()
+    """Profiler op names (`aten::_softmax`) a candidate may not call: the reference's own op."""
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Per-dtype (atol, rtol) overrides of DEFAULT_TOLERANCES."""
+    hidden_sizes_note: str = ""
+    """Why a task has no hidden sizes, when it has none (imported single-size tasks)."""
+
+    @property
+    def revision(self) -> str:
+        """Content hash of everything that can change a grade."""
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True, default=list)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def tolerance(self, dtype: str | None = None) -> tuple[float, float]:
+        dt = dtype or self.output_dtype
+        return self.tolerances.get(dt, DEFAULT_TOLERANCES.get(dt, (0.0, 0.0)))
+
+    def sizes(self, profile: str) -> list[tuple[dict[str, int], bool]]:
+        """(size, hidden) pairs for a profile: public first, then hidden."""
+        return ([(s, False) for s in self.public_sizes.get(profile, ())]
+                + [(s, True) for s in self.hidden_sizes.get(profile, ())])
+
+    def public_card(self) -> dict[str, Any]:
+        """What may leave the sealed side: no hidden sizes, no expert source."""
+        d = dataclasses.asdict(self)
+        for sealed in ("hidden_sizes", "expert"):
+            d.pop(sealed)
+        d["revision"] = self.revision
+        return d
+
+
+def size_key(size: dict[str, int]) -> str:
+    return ",".join(f"{k}={size[k]}" for k in sorted(size))
+
+
+def resolve_shape(shape: tuple[str | int, ...], size: dict[str, int]) -> tuple[int, ...]:
+    return tuple(size[a] if isinstance(a, str) else int(a) for a in shape)
+
+
+def bytes_floor(card: TaskCard, size: dict[str, int]) -> float:
+    """Least bytes one call must move (evaluated from the card's declared expression)."""
+    elem = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}[card.output_dtype]
+    return float(eval(card.bytes_moved, {"__builtins__": {}}, {**size, "E": elem}))  # trusted card text
