@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--device", default="auto", help="auto, cpu or cuda")
     g.add_argument("--catalogue-extra", action="append", default=[], help="JSON-lines file of extra task cards")
     g.add_argument("--profile", default=None, help="force a size profile (cpu/gpu) for every request")
-    sub.add_parser("fingerprint", help="print this machine's hardware fingerprint")
+    f = sub.add_parser("fingerprint", help="print this machine's hardware fingerprint")
+    f.add_argument("--record", help="also write the raw NVML answers to this JSON file (for CPU replay)")
     sub.add_parser("tasks", help="list the catalogue (public fields only)")
     args = ap.parse_args(argv)
 
@@ -34,7 +35,15 @@ def main(argv: list[str] | None = None) -> int:
         from grader import fingerprint
         from grader.service import pick_device
 
-        fp = fingerprint.read_local(pick_device().startswith("cuda"))
+        if args.record:
+            import pynvml
+
+            rec = fingerprint.Recorder(pynvml)
+            fp = fingerprint.collect(rec)
+            with open(args.record, "w") as fh:
+                json.dump(rec.dump(), fh, indent=1, sort_keys=True)
+        else:
+            fp = fingerprint.read_local(pick_device().startswith("cuda"))
         print(json.dumps({"fingerprint_id": fingerprint.fingerprint_id(fp), **fp}, indent=2, sort_keys=True))
         return 0
     if args.cmd == "tasks":

@@ -101,3 +101,77 @@ def _try(fn):
         return fn()
     except Exception:  # noqa: BLE001 - a reading NVML does not support is recorded as None
         return None
+
+
+class Recorder:
+    """Wraps the NVML module and keeps every answer, so a reading can be replayed elsewhere."""
+
+    def __init__(self, nvml):
+        self._nvml = nvml
+        self.calls: dict[str, Any] = {}
+
+    def __getattr__(self, name):
+        target = getattr(self._nvml, name)
+        if not callable(target) or not name.startswith("nvml"):
+            return target
+
+        def call(*args):
+            key = name + "".join(f"|{a}" for a in args if isinstance(a, (int, str)))
+            try:
+                value = target(*args)
+            except Exception as e:  # noqa: BLE001 - recorded so the replay raises the same way
+                self.calls[key] = {"error": str(e)}
+                raise
+            self.calls[key] = {"value": _plain(value)}
+            return value
+
+        return call
+
+    def dump(self) -> dict[str, Any]:
+        consts = {k: getattr(self._nvml, k) for k in ("NVML_CLOCK_SM", "NVML_CLOCK_MEM")}
+        return {"constants": consts, "calls": self.calls}
+
+
+class Replay:
+    """An NVML stand-in answering from a Recorder dump (CPU-only CI feeds H200 readings through collect)."""
+
+    def __init__(self, dump: dict[str, Any]):
+        self._calls = dump["calls"]
+        for k, v in dump["constants"].items():
+            setattr(self, k, v)
+
+    def __getattr__(self, name):
+        if not name.startswith("nvml"):
+            raise AttributeError(name)
+
+        def call(*args):
+            key = name + "".join(f"|{a}" for a in args if isinstance(a, (int, str)))
+            if key not in self._calls:
+                raise RuntimeError(f"no recorded NVML answer for {key}")
+            rec = self._calls[key]
+            if "error" in rec:
+                raise RuntimeError(rec["error"])
+            return _revive(rec["value"])
+
+        return call
+
+
+def _plain(v):
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    fields = [name for name, _ in getattr(type(v), "_fields_", [])]  # ctypes structures (NVML's)
+    if fields:
+        return {"__struct__": {f: _plain(getattr(v, f)) for f in fields}}
+    return repr(v)  # device handles and other opaque values are replayed as their text
+
+
+def _revive(v):
+    if isinstance(v, dict) and "__struct__" in v:
+        return type("NvmlStruct", (), {k: _revive(x) for k, x in v["__struct__"].items()})()
+    if isinstance(v, list):
+        return [_revive(x) for x in v]
+    return v

@@ -73,7 +73,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
-    phases = {k: 0.0 for k in ("startup", "compile", "correctness", "timing", "expert", "teardown")}
+    phases = {k: 0.0 for k in ("startup", "compile", "correctness", "timing", "expert", "reference", "transfer",
+                                "teardown")}
     t_all = time.perf_counter()
     deadline = time.monotonic() + req.timeout_s
     sizes_out: list[SizeResult] = []
@@ -193,27 +194,35 @@ def _grade_size(req, task: SealedTask, conn, slot, clock: DeviceClock, size, hid
         return reply
 
     def verify(idx: int, seed: int, with_inputs: bool) -> Verdict:
-        reply, payload, _ = _request(conn, {"op": "fetch", "idx": idx, "with_inputs": with_inputs}, remaining)
-        if not reply.get("ok"):
+        t_fetch = time.perf_counter()
+        reply, _, _ = _request(conn, {"op": "fetch", "idx": idx, "with_inputs": with_inputs}, remaining)
+        if not reply.get("ok") or not reply.get("_fd"):
             raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"worker refused to hand over output {idx}")
-        tensors, off = [], 0
-        for meta in reply["tensors"]:
-            n = int(meta["nbytes"])
-            tensors.append(wire.tensor_from_wire(meta, payload[off:off + n], slot.device))
-            off += n
+        try:
+            tensors = wire.tensors_from_memfd(reply["tensors"], wire.recv_fd(conn.sock), slot.device)
+        except (wire.WireError, OSError, ValueError, TypeError, AttributeError) as e:
+            raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
+        phases["transfer"] += time.perf_counter() - t_fetch
+        t_ref = time.perf_counter()
         inputs = make_inputs(specs, seed, slot.device)
         if with_inputs:
             returned = tensors[1:]
             if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
                 raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {key}")
         ref = task.ref(*upcast(inputs))
-        return compare(tensors[0], ref, atol, rtol)
+        verdict = compare(tensors[0], ref, atol, rtol)
+        phases["reference"] += time.perf_counter() - t_ref
+        return verdict
 
     # -- correctness: fully verified calls (the first one profiled for op names and kernels) --
     t = time.perf_counter()
     for i in range(effort.check_calls):
         seed = derive_seed(req.seed, key, "check", i)
+        t_call = time.perf_counter()
         reply = cand_call(seed, keep_inputs=True, profile=first_call and i == 0)
+        if first_call and i == 0:  # Triton JIT-compiles on the first call: charge it to compilation
+            phases["compile"] += time.perf_counter() - t_call
+            t += time.perf_counter() - t_call
         v = verify(reply["idx"], seed, with_inputs=True)
         worst = max(worst, v.max_rel_err)
         if not v.ok:

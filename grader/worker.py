@@ -210,12 +210,11 @@ class Worker:
             wire.send(self.sock, {"ok": False, "error_kind": "protocol", "error": f"no kept output {idx}"})
             return
         parts = [out] + list(self.kept_inputs.get(idx, []) if msg.get("with_inputs") else [])
-        metas, blobs = [], []
-        for t in parts:
-            meta, raw = wire.tensor_to_wire(t)
-            metas.append({**meta, "nbytes": len(raw)})
-            blobs.append(raw)
-        wire.send(self.sock, {"ok": True, "tensors": metas}, b"".join(blobs))
+        metas, fd = wire.tensors_to_memfd(parts)
+        try:
+            wire.send_fd(self.sock, {"ok": True, "tensors": metas}, fd)
+        finally:
+            os.close(fd)
 
     # ---- helpers ----
     def _poison(self, nbytes: int) -> None:

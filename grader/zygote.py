@@ -63,12 +63,10 @@ def _preimport(device: str) -> None:
     import grader.timing  # noqa: F401
     import grader.worker  # noqa: F401
 
-    # The first profiler session imports half of torch (seconds); pay it once here, before any
-    # fork. CPU activity only: CUDA must stay uninitialised in the zygote.
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]):
-        torch.zeros(8).add_(1)
+    # The first profiler session imports these (seconds); import them once here, before any fork.
+    # Running the profiler itself here would start native threads that a fork cannot carry.
+    import torch._dynamo  # noqa: F401
+    import torch._inductor  # noqa: F401
 
 
 def zygote_main(ctl_fd: int) -> None:

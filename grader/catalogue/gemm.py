@@ -1,0 +1,101 @@
+"""GEMM family: plain matrix products in fp32 and fp16, and a fused linear + bias + ReLU in fp16.
+
+The experts are cuBLAS through PyTorch: a Triton GEMM would be a weaker yardstick than the
+production library on every GPU this grades on.
+"""
+from grader.taskcard import InputSpec, TaskCard
+
+# Full fp32 (PyTorch's default leaves TF32 off for matmul): the fp32 card grades fp32 arithmetic.
+_MATMUL = '''
+import torch
+
+def run(a, b):
+    return torch.matmul(a, b)
+'''
+
+# cuBLASLt fuses the bias and the ReLU into the GEMM epilogue; the CPU path computes the same.
+_LINEAR_BIAS_RELU = '''
+import torch
+
+def run(x, w, b):
+    return torch._addmm_activation(b, x, w.t(), use_gelu=False)
+'''
+
+_MATMUL_REF = "import torch\ndef run(a, b):\n    return a @ b\n"
+_LINEAR_REF = "import torch\ndef run(x, w, b):\n    return torch.relu(x @ w.T + b)\n"
+
+_GEMM_FORBIDDEN = ("aten::matmul", "aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::_addmm_activation")
+
+# fp32 with K up to 4096: an honest fp32-accumulating GEMM rounds each of its K partial sums, so
+# entries near zero (the means of a and b may nearly cancel) carry an absolute error of about
+# eps32 * sqrt(K) * |a||b| ~ 1e-4. atol 2e-3 keeps that at a 10x margin while an input
+# downgrade to TF32 (10-bit mantissa, error ~ 2^-11 * sqrt(K) * |a||b| ~ 0.1) still fails.
+_FP32_GEMM_TOL = {"float32": (2e-3, 1e-4)}
+# fp16 output is already rounded to 2^-11 relative; with K = 4096 cuBLAS may split K and round the
+# partial sums, and entries near zero then carry an absolute error of a few 1e-3.
+_FP16_GEMM_TOL = {"float16": (2e-2, 1e-2)}
+
+CARDS = [
+    TaskCard(
+        task_id="matmul_fp32",
+        family="gemm",
+        lineage="kerneltraj/gemm",
+        description="Matrix product a @ b of a (M, K) and b (K, N), float32 in and out, fp32 arithmetic.",
+        inputs=(InputSpec("a", ("M", "K"), "float32", mean=(-1.0, 1.0), std=(0.5, 1.5)),
+                InputSpec("b", ("K", "N"), "float32", mean=(-1.0, 1.0), std=(0.5, 1.5))),
+        output_shape=("M", "N"),
+        output_dtype="float32",
+        reference=_MATMUL_REF,
+        expert=_MATMUL,
+        expert_kind="library",
+        public_sizes={"cpu": ({"M": 64, "N": 64, "K": 128},), "gpu": ({"M": 4096, "N": 4096, "K": 4096},)},
+        hidden_sizes={"cpu": ({"M": 48, "N": 40, "K": 100},),
+                      "gpu": ({"M": 3000, "N": 2500, "K": 4000}, {"M": 2048, "N": 6144, "K": 1000})},
+        bytes_moved="(M * K + K * N + M * N) * E",
+        forbidden_ops=_GEMM_FORBIDDEN,
+        tolerances=_FP32_GEMM_TOL,
+    ),
+    TaskCard(
+        task_id="matmul_fp16",
+        family="gemm",
+        lineage="kerneltraj/gemm",
+        description="Matrix product a @ b of a (M, K) and b (K, N), float16 in and out, fp32 accumulation.",
+        inputs=(InputSpec("a", ("M", "K"), "float16", mean=(-1.0, 1.0), std=(0.5, 1.5)),
+                InputSpec("b", ("K", "N"), "float16", mean=(-1.0, 1.0), std=(0.5, 1.5))),
+        output_shape=("M", "N"),
+        output_dtype="float16",
+        reference=_MATMUL_REF,
+        expert=_MATMUL,
+        expert_kind="library",
+        public_sizes={"cpu": ({"M": 64, "N": 64, "K": 128},),
+                      "gpu": ({"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 8192, "K": 2048})},
+        hidden_sizes={"cpu": ({"M": 48, "N": 40, "K": 100},),
+                      "gpu": ({"M": 3000, "N": 5000, "K": 2500}, {"M": 8192, "N": 1024, "K": 4000})},
+        bytes_moved="(M * K + K * N + M * N) * E",
+        forbidden_ops=_GEMM_FORBIDDEN,
+        tolerances=_FP16_GEMM_TOL,
+    ),
+    TaskCard(
+        task_id="linear_bias_relu_fp16",
+        family="gemm",
+        lineage="kerneltraj/gemm",
+        description="relu(x @ w.T + b) for x (M, K), w (N, K), b (N,), float16, fp32 accumulation.",
+        # Weights scaled like a real layer's and with a small mean: a weight mean m adds about
+        # K * m * mean(x) to every output, and a large one would push all outputs to one side of the
+        # ReLU (a kernel that forgets the ReLU, or returns zeros, would then pass).
+        inputs=(InputSpec("x", ("M", "K"), "float16", mean=(-0.5, 0.5), std=(0.5, 1.5)),
+                InputSpec("w", ("N", "K"), "float16", mean=(-0.005, 0.005), std=(0.02, 0.06)),
+                InputSpec("b", ("N",), "float16", mean=(-1.0, 1.0), std=(0.5, 2.0))),
+        output_shape=("M", "N"),
+        output_dtype="float16",
+        reference=_LINEAR_REF,
+        expert=_LINEAR_BIAS_RELU,
+        expert_kind="library",
+        public_sizes={"cpu": ({"M": 64, "N": 64, "K": 128},), "gpu": ({"M": 4096, "N": 4096, "K": 4096},)},
+        hidden_sizes={"cpu": ({"M": 48, "N": 40, "K": 100},),
+                      "gpu": ({"M": 3000, "N": 11008, "K": 4096}, {"M": 8192, "N": 2000, "K": 1024})},
+        bytes_moved="(M * K + N * K + N + M * N) * E",
+        forbidden_ops=_GEMM_FORBIDDEN,
+        tolerances=_FP16_GEMM_TOL,
+    ),
+]

@@ -1,0 +1,111 @@
+"""Softmax family: row softmax in fp32 and fp16, and log-softmax."""
+from grader.taskcard import InputSpec, TaskCard
+
+_TRITON_ROW_SOFTMAX = '''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def _softmax_rows(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr, ROWS: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    for r in range(ROWS):
+        row = pid * ROWS + r
+        x = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        x = x - tl.max(x, axis=0)
+        e = tl.exp(x)
+        tl.store(y_ptr + row * stride + cols, (e / tl.sum(e, axis=0)).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+
+def run(x):
+    m, n = x.shape
+    y = torch.empty_like(x)
+    rows = 1
+    while rows < 16 and m % (rows * 2) == 0 and m // (rows * 2) >= 8:
+        rows *= 2
+    _softmax_rows[(m // rows,)](x, y, n, x.stride(0), BLOCK=triton.next_power_of_2(n), ROWS=rows)
+    return y
+'''
+
+_TRITON_ROW_LOG_SOFTMAX = '''
+import torch, triton, triton.language as tl
+
+@triton.jit
+def _log_softmax_rows(x_ptr, y_ptr, M, N, stride, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # Whole rows in registers: one read, one write; statistics in fp32.
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    mask = (rows[:, None] < M) & (cols[None, :] < N)
+    offs = rows[:, None] * stride + cols[None, :]
+    x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    # Rows past M hold only padding: zeros there keep -inf - -inf NaNs out of the arithmetic.
+    x = tl.where(rows[:, None] < M, x, 0.0)
+    shifted = x - tl.max(x, axis=1)[:, None]
+    lse = tl.log(tl.sum(tl.exp(shifted), axis=1))
+    tl.store(y_ptr + offs, (shifted - lse[:, None]).to(y_ptr.dtype.element_ty), mask=mask)
+
+def run(x):
+    x = x.contiguous()
+    m, n = x.shape
+    y = torch.empty_like(x)
+    bn = triton.next_power_of_2(n)
+    if x.is_cuda:
+        bm = max(1, 2048 // bn)
+        warps = 4 if bm * bn <= 2048 else (8 if bn <= 4096 else 16)
+    else:
+        bm, warps = triton.next_power_of_2(triton.cdiv(m, 8)), 4
+    _log_softmax_rows[(triton.cdiv(m, bm),)](x, y, m, n, x.stride(0), BLOCK_M=bm, BLOCK_N=bn, num_warps=warps)
+    return y
+'''
+
+_SOFTMAX_FORBIDDEN = ("aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax")
+
+CARDS = [
+    TaskCard(
+        task_id="softmax_rows_fp32",
+        family="softmax",
+        lineage="kerneltraj/softmax",
+        description="Softmax over the last axis of an (M, N) float32 matrix.",
+        inputs=(InputSpec("x", ("M", "N"), "float32", mean=(-3.0, 3.0), std=(0.5, 4.0)),),
+        output_shape=("M", "N"),
+        output_dtype="float32",
+        reference="import torch\ndef run(x):\n    return torch.softmax(x, dim=-1)\n",
+        expert=_TRITON_ROW_SOFTMAX,
+        expert_kind="triton",
+        public_sizes={"cpu": ({"M": 64, "N": 256},), "gpu": ({"M": 8192, "N": 1024}, {"M": 4096, "N": 4096})},
+        hidden_sizes={"cpu": ({"M": 48, "N": 200},), "gpu": ({"M": 12288, "N": 2000}, {"M": 2048, "N": 8192})},
+        bytes_moved="2 * M * N * E",
+        forbidden_ops=("aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"),
+    ),
+    TaskCard(
+        task_id="softmax_rows_fp16",
+        family="softmax",
+        lineage="kerneltraj/softmax",
+        description="Softmax over the last axis of an (M, N) float16 matrix, fp32 arithmetic inside.",
+        inputs=(InputSpec("x", ("M", "N"), "float16", mean=(-3.0, 3.0), std=(0.5, 4.0)),),
+        output_shape=("M", "N"),
+        output_dtype="float16",
+        reference="import torch\ndef run(x):\n    return torch.softmax(x, dim=-1)\n",
+        # The fp32 card's kernel reads and writes in the tensor's own dtype and reduces in fp32.
+        expert=_TRITON_ROW_SOFTMAX,
+        expert_kind="triton",
+        public_sizes={"cpu": ({"M": 64, "N": 256},), "gpu": ({"M": 8192, "N": 4096}, {"M": 16384, "N": 2048})},
+        hidden_sizes={"cpu": ({"M": 40, "N": 300},), "gpu": ({"M": 12000, "N": 3000}, {"M": 4096, "N": 5000})},
+        bytes_moved="2 * M * N * E",
+        forbidden_ops=_SOFTMAX_FORBIDDEN,
+    ),
+    TaskCard(
+        task_id="log_softmax_rows_fp32",
+        family="softmax",
+        lineage="kerneltraj/softmax",
+        description="Log-softmax over the last axis of an (M, N) float32 matrix.",
+        inputs=(InputSpec("x", ("M", "N"), "float32", mean=(-3.0, 3.0), std=(0.5, 4.0)),),
+        output_shape=("M", "N"),
+        output_dtype="float32",
+        reference="import torch\ndef run(x):\n    return torch.log_softmax(x, dim=-1)\n",
+        expert=_TRITON_ROW_LOG_SOFTMAX,
+        expert_kind="triton",
+        public_sizes={"cpu": ({"M": 64, "N": 256},), "gpu": ({"M": 8192, "N": 2048}, {"M": 4096, "N": 4096})},
+        hidden_sizes={"cpu": ({"M": 33, "N": 300},), "gpu": ({"M": 12288, "N": 2000}, {"M": 3000, "N": 7000})},
+        bytes_moved="2 * M * N * E",
+        forbidden_ops=_SOFTMAX_FORBIDDEN,
+    ),
+]

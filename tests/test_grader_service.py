@@ -1,0 +1,109 @@
+"""The sealed grader end to end on CPU: real zygote-forked and fresh worker processes."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from grader.contract import REWARD_FLOOR, GradeRequest, Reason, Status
+from grader.service import GraderService
+
+TASK = "softmax_rows_fp32"
+HONEST = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
+          "    return e / e.sum(-1, keepdim=True)\n")
+TRITON = '''
+import torch, triton, triton.language as tl
+@triton.jit
+def _k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
+    e = tl.exp(x - tl.max(x, 0))
+    tl.store(y_ptr + row * n + cols, e / tl.sum(e, 0), mask=cols < n)
+def run(x):
+    y = torch.empty_like(x)
+    _k[(x.shape[0],)](x, y, x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+'''
+CASES = {
+    # name: (source, language, expected status, expected reason)
+    "honest_torch": (HONEST, "pytorch", Status.CORRECT, Reason.OK),
+    "honest_triton": (TRITON, "triton", Status.CORRECT, Reason.OK),
+    "syntax": ("def run(x) return x\n", "pytorch", Status.COMPILE_ERROR, Reason.COMPILE),
+    "raises": ("def run(x):\n    raise ValueError('nope')\n", "pytorch", Status.RUNTIME_ERROR, Reason.EXCEPTION),
+    "abort": ("import os\ndef run(x):\n    os.abort()\n", "pytorch", Status.CRASHED, Reason.CRASH),
+    "hang": ("def run(x):\n    while True:\n        pass\n", "pytorch", Status.TIMEOUT, Reason.TIMEOUT),
+    "thread_left": ("import threading, time, torch\n" + HONEST.replace("import torch\n", "") +
+                    "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n",
+                    "pytorch", Status.CHEAT_FLAGGED, Reason.THREADS),
+    "daemon_left": ("import subprocess\n" + HONEST + "subprocess.Popen(['sleep', '60'], start_new_session=True)\n",
+                    "pytorch", Status.CHEAT_FLAGGED, Reason.THREADS),
+    "clock_patch": ("import time\n" + HONEST + "time.perf_counter_ns = lambda: 0\n", "pytorch",
+                    Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED),
+    "network": ("import socket\ntry:\n    socket.create_connection(('127.0.0.1', 22), timeout=1)\n"
+                "except OSError:\n    pass\n" + HONEST, "pytorch", Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION),
+    "read_catalogue": ("import glob\nfor p in glob.glob('/**/grader/catalogue/*.py', recursive=True)[:3]:\n"
+                       "    open(p).read()\n" + HONEST, "pytorch", Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION),
+    "env_secret": ("import os\nTOKEN = os.environ.get('HF_TOKEN')\n" + HONEST, "pytorch", Status.CHEAT_FLAGGED,
+                   Reason.SANDBOX_VIOLATION),
+    "ghost_kernel": ("import triton, triton.language as tl\n@triton.jit\ndef _k(x):\n    pass\n" + HONEST,
+                     "triton", Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL),
+}
+
+
+@pytest.fixture(scope="module")
+def graded():
+    os.environ["HF_TOKEN"] = "hf_secret_that_must_not_leak"
+    reqs = [GradeRequest(attempt_id=name, task_id=TASK, source=src, language=lang, seed=3,
+                         timeout_s=20 if name == "hang" else 120) for name, (src, lang, _, _) in CASES.items()]
+    reqs.append(GradeRequest(attempt_id="unknown_task", task_id="no_such_task", source=HONEST, language="pytorch"))
+    with GraderService(mode="zygote", workers=2) as svc:
+        results = {r.attempt_id: r for r in svc.grade(reqs)}
+    return results, None
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_outcome(graded, name):
+    results, _ = graded
+    r = results[name]
+    _, _, status, code = CASES[name]
+    assert (r.status, r.reason_code) == (status, code), r.reason
+    if status is Status.CORRECT:
+        assert r.reward > REWARD_FLOOR and r.speedup_geomean and all(s.cand_ms > 0 for s in r.sizes)
+        assert any(s.hidden for s in r.sizes) and any(not s.hidden for s in r.sizes)
+    else:
+        assert r.reward == REWARD_FLOOR
+
+
+def test_every_request_gets_one_result(graded):
+    results, _ = graded
+    assert len(results) == len(CASES) + 1
+    assert results["unknown_task"].status is Status.INFRA_ERROR
+
+
+def test_sandbox_layers_recorded(graded):
+    results, _ = graded
+    layers = results["honest_torch"].sandbox
+    if os.geteuid() == 0:
+        assert layers["mount_ns"] is True and layers["net_ns"] is True
+        assert isinstance(layers["uid"], int) and layers["uid"] != 0
+        assert any(p.endswith("catalogue") for p in layers["hidden_paths"])
+    assert layers["scratch"]
+
+
+def test_hidden_sizes_never_in_the_result(graded):
+    from grader.catalogue import load_catalogue
+    from grader.taskcard import size_key
+
+    card = load_catalogue()[TASK]
+    text = results_text = graded[0]["honest_torch"].to_json()
+    for size in card.hidden_sizes["cpu"]:
+        assert size_key(size) not in results_text
+    assert card.expert.strip()[:40] not in text
+
+
+def test_fresh_process_mode_grades_the_same():
+    with GraderService(mode="fresh", workers=1) as svc:
+        r = svc.grade_one(GradeRequest(attempt_id="fresh", task_id=TASK, source=HONEST, language="pytorch"))
+    assert r.status is Status.CORRECT, r.reason
+    assert r.phase_seconds["startup"] > 0
