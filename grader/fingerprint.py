@@ -116,7 +116,7 @@ class Recorder:
             return target
 
         def call(*args):
-            key = name + "".join(f"|{a}" for a in args if isinstance(a, (int, str)))
+            key = name + "".join(f"|{a}" for a in args if isinstance(a, int))
             try:
                 value = target(*args)
             except Exception as e:  # noqa: BLE001 - recorded so the replay raises the same way
@@ -145,7 +145,7 @@ class Replay:
             raise AttributeError(name)
 
         def call(*args):
-            key = name + "".join(f"|{a}" for a in args if isinstance(a, (int, str)))
+            key = name + "".join(f"|{a}" for a in args if isinstance(a, int))
             if key not in self._calls:
                 raise RuntimeError(f"no recorded NVML answer for {key}")
             rec = self._calls[key]
