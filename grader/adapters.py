@@ -11,7 +11,9 @@ seeds every device), from the same constructor arguments (the reference's `get_i
 A candidate that creates its parameters in the same order and shapes as the reference (as
 KernelBench asks) therefore holds bit-identical weights. The CPU generator's state is restored
 after construction (the grader draws inputs from its own generators anyway). The reference is
-later cast to float64 when it receives the grader's float64 inputs, which keeps the same values. Limits, inherited from KernelBench's protocol: default
+later cast to float64 when it receives the grader's float64 inputs, which keeps the same values
+(tensor attributes that `.to()` skips are cast too, and tensors created inside `forward` follow
+float64 through the default dtype). Limits, inherited from KernelBench's protocol: default
 initialisers leave norm weights at 1 and biases at 0 (threat 5), and modules are used in training
 mode (as KernelBench does), so tasks with active dropout are not deterministic.
 

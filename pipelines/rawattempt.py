@@ -94,13 +94,15 @@ def parse_record(obj: Any, known_tasks: Iterable[str] | None = None) -> RawAttem
     if missing:
         raise RejectRow("missing_field", f"missing required field(s): {', '.join(missing)}")
     for k in ("attempt_id", "task_id", "trajectory_id"):
-        if not isinstance(obj[k], str) or not _ID.match(obj[k]):
+        if not isinstance(obj[k], str) or not _ID.fullmatch(obj[k]):
             raise RejectRow("bad_id", f"{k} must match {_ID.pattern}, got {str(obj[k])[:60]!r}")
         if ".." in obj[k]:
             raise RejectRow("bad_id", f"{k} must not contain '..'")
     for k in ("agent", "model", "language", "entry_point"):
         if k in obj and not (isinstance(obj[k], str) and 0 < len(obj[k]) <= 200):
             raise RejectRow("bad_type", f"{k} must be a non-empty string of at most 200 characters")
+        if k in obj and not _clean_text(obj[k]):
+            raise RejectRow("bad_encoding", f"{k} holds NUL bytes or unpaired surrogates")
     if obj["language"] not in LANGUAGES:
         raise RejectRow("bad_language", f"language {obj['language']!r} is not one of {LANGUAGES}")
     if "entry_point" in obj and not obj["entry_point"].isidentifier():
@@ -132,8 +134,10 @@ def parse_record(obj: Any, known_tasks: Iterable[str] | None = None) -> RawAttem
             except ValueError:
                 raise RejectRow("bad_timestamp", f"{k} {str(v)[:40]!r} is not ISO-8601") from None
     cs = obj.get("claimed_speedup")
-    if cs is not None and (isinstance(cs, bool) or not isinstance(cs, (int, float)) or not cs > 0 or cs != cs):
-        raise RejectRow("bad_type", "claimed_speedup must be a positive number or null")
+    if cs is not None and (isinstance(cs, bool) or not isinstance(cs, (int, float)) or not 0 < cs < 1e300):
+        raise RejectRow("bad_type", "claimed_speedup must be a positive finite number or null")
+    if obj.get("extra") is not None and not isinstance(obj["extra"], dict):
+        raise RejectRow("bad_type", "extra must be a JSON object or null")
     if known_tasks is not None and obj["task_id"] not in known_tasks:
         raise RejectRow("unknown_task", f"task_id {obj['task_id']!r} is not in the catalogue; import the task first")
     extra = {k: v for k, v in obj.items() if k not in _FIELDS}
@@ -142,6 +146,16 @@ def parse_record(obj: Any, known_tasks: Iterable[str] | None = None) -> RawAttem
     if kwargs.get("claimed_speedup") is not None:
         kwargs["claimed_speedup"] = float(kwargs["claimed_speedup"])
     return RawAttempt(**kwargs, extra=extra)
+
+
+def _clean_text(v: str) -> bool:
+    if "\x00" in v:
+        return False
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_lines(lines: Iterable[bytes], origin: str, known_tasks: Iterable[str] | None = None,
@@ -164,7 +178,7 @@ def parse_lines(lines: Iterable[bytes], origin: str, known_tasks: Iterable[str] 
             continue
         try:
             obj = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as e:
+        except (ValueError, RecursionError) as e:  # JSONDecodeError, and over-long integer literals
             yield Quarantined(where, None, "bad_json", f"row is not valid JSON: {str(e)[:120]}", excerpt)
             continue
         aid = obj.get("attempt_id") if isinstance(obj, dict) and isinstance(obj.get("attempt_id"), str) else None

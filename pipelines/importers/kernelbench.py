@@ -1,0 +1,815 @@
+"""KernelBench modules as tasks, and KernelBench run folders as attempts.
+
+A KernelBench task is a Python module: `class Model`, `get_inputs()` building random inputs at
+the task's one size, `get_init_inputs()` giving the constructor arguments. We read its inputs
+*statically* (the AST of `get_inputs`, module constants folded by a tiny evaluator that knows
+numbers, tuples and arithmetic only), so importing never runs corpus code in our process. The
+output's shape and dtype (and the FLOPs that decide whether the task fits a CPU profile) come
+from running the reference once in a separate, resource-limited interpreter on the `meta` device
+(shapes only, no data, no GPU; a real CPU run only for small references that read values).
+
+A run folder is what KernelBench's scripts write: `level_{L}_problem_{P}_sample_{S}_kernel.py`
+per generated kernel, `generation_config.yaml` (model, backend), and `eval_results.json` mapping
+problem id -> result (older scripts: one dict per problem; newer: a list of per-sample dicts with
+`sample_id, compiled, correctness, metadata, runtime, runtime_stats`). References are not in a
+run folder; pass a KernelBench problems folder (`level1/1_Name.py`, ...) alongside to get cards.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import math
+import operator
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from grader.adapters import kernelbench_reference_source
+from grader.contract import MAX_SOURCE_BYTES
+from grader.taskcard import InputSpec, TaskCard
+from pipelines.importers import ImportBatch, TaskReject, admit, id_part, quarantine, sha256_hex
+from pipelines.rawattempt import Quarantined, RawAttempt
+
+try:  # another module owns families and ids; fall back to the same scheme when it is absent
+    from pipelines.families import classify_kernelbench, kernelbench_task_id
+except ImportError:  # pragma: no cover - exercised only before pipelines/families.py existed
+    classify_kernelbench = None
+
+    def kernelbench_task_id(level: int, task_id: int) -> str:
+        return f"kernelbench_L{int(level)}_{int(task_id):03d}"
+
+FORMAT = "kernelbench"
+HIDDEN_SIZES_NOTE = ("KernelBench tasks declare one size through get_inputs(); "
+                     "no hidden sizes without a shape model")
+CPU_FLOP_BUDGET = 2e9
+"""A task gets a `cpu` profile only when one reference call needs at most this many FLOPs ..."""
+CPU_BYTE_BUDGET = 64 << 20
+"""... and its inputs plus output fit in this many bytes."""
+MAX_DIM = 1 << 31
+_DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16",
+           "bfloat16": "bfloat16", "int64": "int64", "long": "int64", "int32": "int32", "int": "int32"}
+_ELEM = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+_NOOP_METHODS = {"contiguous", "cuda", "float"}
+
+
+class _Unknown(Exception):
+    """An expression the static evaluator does not fold."""
+
+
+# ---- a static evaluator for module constants -------------------------------------------------
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+}
+
+
+_SEQ = (tuple, list, str)
+
+
+def _small(v: Any) -> Any:
+    """Refuse values that could only come from hostile arithmetic (huge ints, long sequences)."""
+    if isinstance(v, int) and abs(v) > 1 << 62 or isinstance(v, _SEQ) and len(v) > 4096:
+        raise _Unknown("value out of range")
+    return v
+
+
+def _fold(node: ast.AST, env: dict[str, Any]) -> Any:
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, bool, str, type(None))):
+        return node.value
+    if isinstance(node, ast.Name) and node.id in env:
+        return env[node.id]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        out: list[Any] = []
+        for e in node.elts:
+            if isinstance(e, ast.Starred):
+                inner = _fold(e.value, env)
+                if not isinstance(inner, (tuple, list)):
+                    raise _Unknown("starred non-sequence")
+                out.extend(inner)
+            else:
+                out.append(_fold(e, env))
+        return _small(tuple(out) if isinstance(node, ast.Tuple) else out)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _fold(node.operand, env)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        a, b = _fold(node.left, env), _fold(node.right, env)
+        if isinstance(a, _SEQ) or isinstance(b, _SEQ):
+            repeat = b if isinstance(a, _SEQ) else a
+            if not (isinstance(node.op, ast.Add) and type(a) is type(b) or isinstance(node.op, ast.Mult)
+                    and type(repeat) is int and 0 <= repeat <= 64):
+                raise _Unknown("sequence arithmetic")
+        elif not all(type(x) in (int, float) for x in (a, b)):
+            raise _Unknown("arithmetic on non-numbers")
+        elif isinstance(node.op, ast.Pow) and not (type(b) is int and 0 <= b <= 64 and abs(a) <= 1 << 16):
+            raise _Unknown("power out of range")
+        try:
+            return _small(_BINOPS[type(node.op)](a, b))
+        except (TypeError, ZeroDivisionError, OverflowError, ValueError):
+            raise _Unknown("arithmetic") from None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("int", "float") \
+            and len(node.args) == 1 and not node.keywords:
+        v = _fold(node.args[0], env)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            try:
+                return _small(int(v) if node.func.id == "int" else float(v))
+            except (OverflowError, ValueError):
+                raise _Unknown("conversion") from None
+    raise _Unknown(type(node).__name__)
+
+
+def _module_env(tree: ast.Module) -> dict[str, Any]:
+    env: dict[str, Any] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            _bind(stmt.targets, stmt.value, env)
+        elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+            _bind([stmt.target], stmt.value, env)
+    return env
+
+
+def _bind(targets: list[ast.expr], value: ast.expr, env: dict[str, Any]) -> None:
+    try:
+        v = _fold(value, env)
+    except _Unknown:
+        v = _Unknown
+    for t in targets:
+        if isinstance(t, ast.Name):
+            if v is _Unknown:
+                env.pop(t.id, None)
+            else:
+                env[t.id] = v
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            names = [e.id for e in t.elts if isinstance(e, ast.Name)]
+            ok = v is not _Unknown and isinstance(v, (tuple, list)) and len(v) == len(t.elts) == len(names)
+            for i, n in enumerate(names):
+                if ok:
+                    env[n] = v[i]
+                else:
+                    env.pop(n, None)
+
+
+
+# ---- output probe: run the reference on the meta device, in a separate interpreter ------------
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """Output of one reference call, measured on the meta device (shapes only)."""
+
+    shape: tuple[int, ...]
+    """Output tensor shape."""
+    dtype: str
+    """Output dtype name (`float32`, ...)."""
+    flops: int | None
+    """FLOPs torch's flop counter attributes to one call (None when unknown)."""
+
+
+_PROBE = r"""
+import json, signal, sys
+real_stdout, sys.stdout = sys.stdout, sys.stderr  # corpus prints must not corrupt our replies
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+SHAPE_ONLY = []
+
+def _recurrent_meta(self, x, hx=None):
+    # On meta, recurrent layers decompose per time step in Python (minutes for KernelBench's
+    # LSTMs): a shape rule from the layer's documented layout replaces the run, FLOPs unknown.
+    if x.device.type != "meta":
+        return _RNN_FORWARD[type(self)](self, x, hx)
+    SHAPE_ONLY.append(type(self).__name__)
+    d = 2 if self.bidirectional else 1
+    h_out = getattr(self, "proj_size", 0) or self.hidden_size
+    batched = x.dim() == 3
+    n = x.shape[0 if self.batch_first else 1] if batched else None
+    out = torch.empty(*x.shape[:-1], d * h_out, dtype=x.dtype, device="meta")
+    state = (d * self.num_layers,) + ((n,) if batched else ())
+    h = torch.empty(*state, h_out, dtype=x.dtype, device="meta")
+    if isinstance(self, torch.nn.LSTM):
+        return out, (h, torch.empty(*state, self.hidden_size, dtype=x.dtype, device="meta"))
+    return out, h
+
+_RNN_FORWARD = {c: c.forward for c in (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN)}
+for c in _RNN_FORWARD:
+    c.forward = _recurrent_meta
+
+def _timeout(*_):
+    raise TimeoutError("probe timed out")
+
+def _input(spec, device):
+    shape, dtype, dist, low, high = spec
+    if device == "meta":
+        return torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
+    if dist == "randint":
+        return torch.randint(int(low), int(high), shape).to(getattr(torch, dtype))
+    t = torch.rand(shape) if dist == "uniform" else torch.randn(shape)
+    return t.to(getattr(torch, dtype))
+
+def _run(job, device):
+    ns = {"__name__": "kernelbench_reference"}
+    exec(compile(job["code"], "<reference>", "exec"), ns)
+    SHAPE_ONLY.clear()
+    with torch.device(device), torch.no_grad():
+        torch.manual_seed(0)
+        model = ns["Model"](*ns["get_init_inputs"]())
+        inputs = [_input(s, device) for s in job["inputs"]]
+        with FlopCounterMode(display=False) as counter:
+            out = model(*inputs)
+    return out, None if SHAPE_ONLY else int(counter.get_total_flops())
+
+with FlopCounterMode(display=False):  # warm up outside any task's clock
+    torch.ones(2, 2) @ torch.ones(2, 2)
+signal.signal(signal.SIGALRM, _timeout)
+for line in sys.stdin:
+    job = json.loads(line)
+    res = {"key": job["key"]}
+    try:
+        signal.alarm(job["timeout_s"])
+        try:
+            out, flops = _run(job, "meta")
+        except (RuntimeError, NotImplementedError) as e:  # data-dependent code cannot run on meta
+            if "meta" not in str(e) or job["cpu_bytes"] > job["cpu_bytes_max"]:
+                raise
+            signal.alarm(job["timeout_s"])
+            out, flops = _run(job, "cpu")
+        if type(out) is torch.Tensor:
+            res.update(shape=list(out.shape), dtype=str(out.dtype).replace("torch.", ""), flops=flops)
+        else:
+            res.update(code="multi_output", error=f"forward returns {type(out).__name__}, not one tensor")
+    except BaseException as e:
+        res.update(code="probe_failed", error=f"{type(e).__name__}: {str(e)[:300]}")
+    finally:
+        signal.alarm(0)
+    real_stdout.write(json.dumps(res) + "\n")
+    real_stdout.flush()
+"""
+PROBE_TASK_TIMEOUT_S = 60
+PROBE_CPU_BYTES_MAX = 256 << 20
+"""A reference that cannot run on `meta` is run once on real CPU inputs only up to this size."""
+PROBE_MEMORY_BYTES = 8 << 30
+
+
+def _limits() -> None:  # runs in the child before exec
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (PROBE_MEMORY_BYTES, PROBE_MEMORY_BYTES))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, 16 << 20))
+
+
+def _prod(dims: Iterable[int]) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
+def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | TaskReject]:
+    """Probe each job (reference code, [(shape, dtype, dist, low, high)]) in a fresh interpreter.
+
+    Never raises.
+
+    The child has no GPU, a scrubbed environment, a private scratch folder, an address-space cap
+    and a per-task alarm. If it dies mid-way, the task it was on is marked failed and the rest
+    are retried in a new child.
+    """
+    out: dict[str, ProbeResult | TaskReject] = {}
+    pending = list(jobs)
+    while pending:
+        payload = "".join(json.dumps({
+            "key": k, "code": jobs[k][0], "inputs": jobs[k][1], "timeout_s": PROBE_TASK_TIMEOUT_S,
+            "cpu_bytes_max": PROBE_CPU_BYTES_MAX,
+            "cpu_bytes": sum(_prod(s[0]) * _ELEM.get(s[1], 8) for s in jobs[k][1])}) + "\n" for k in pending)
+        with tempfile.TemporaryDirectory(prefix="kbprobe_") as scratch:
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch,
+                   "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "LANG": "C.UTF-8"}
+            try:
+                proc = subprocess.run([sys.executable, "-I", "-c", _PROBE], input=payload.encode(),
+                                      capture_output=True, env=env, cwd=scratch, preexec_fn=_limits,
+                                      timeout=60 + PROBE_TASK_TIMEOUT_S * len(pending))
+                stdout, note = proc.stdout, f"probe exited with {proc.returncode}: {proc.stderr[-300:]!r}"
+            except subprocess.TimeoutExpired as e:
+                stdout, note = e.stdout or b"", "probe interpreter timed out"
+        for line in stdout.decode("utf-8", "replace").splitlines():
+            try:
+                res = json.loads(line)
+                key = res["key"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if key in jobs and key not in out:
+                out[key] = (ProbeResult(tuple(int(d) for d in res["shape"]), res["dtype"], res.get("flops"))
+                            if "shape" in res else TaskReject(res.get("code", "probe_failed"), res.get("error", "")))
+        left = [k for k in pending if k not in out]
+        if left:  # the child works in order, so the first task without an answer is the one it died on
+            out[left[0]] = TaskReject("probe_failed", note)
+        pending = left[1:]
+    for k, v in list(out.items()):
+        if isinstance(v, ProbeResult) and v.dtype not in _ELEM:
+            out[k] = TaskReject("unsupported_dtype", f"output dtype {v.dtype} is not one of {sorted(_ELEM)}")
+    return out
+
+# ---- get_inputs / get_init_inputs -------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModuleShape:
+    """What a KernelBench module declares, read without running it."""
+
+    inputs: tuple[InputSpec, ...]
+    """One spec per tensor `get_inputs()` returns, in order."""
+    size: dict[str, int]
+    """The module constants used as axes of those shapes (the task's one size)."""
+    init_inputs: list[Any] | None
+    """Constructor arguments from `get_init_inputs()`, when they fold to plain literals."""
+    description: str
+    """First line of the `Model` docstring."""
+
+
+def _function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
+    found = [s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == name]
+    return found[-1] if found else None
+
+
+def _dtype(node: ast.expr) -> str:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "torch" \
+            and node.attr in _DTYPES:
+        return _DTYPES[node.attr]
+    raise TaskReject("unsupported_dtype", f"input dtype {ast.unparse(node)[:40]!r} is not one of {sorted(_ELEM)}")
+
+
+def _dims(args: list[ast.expr], env: dict[str, Any], size: dict[str, int]) -> tuple[str | int, ...]:
+    if len(args) == 1 and not isinstance(args[0], ast.Starred):
+        try:
+            v = _fold(args[0], env)
+        except _Unknown:
+            v = None
+        if isinstance(v, (tuple, list)):  # torch.randn((a, b)) or torch.randn(shape)
+            args = [ast.Constant(int(d)) if isinstance(d, int) else ast.Constant(None) for d in v]
+    dims: list[str | int] = []
+    for a in args:
+        try:
+            v = _fold(a.value if isinstance(a, ast.Starred) else a, env)
+        except _Unknown as e:
+            raise TaskReject("inputs_not_expressible",
+                             f"shape entry {ast.unparse(a)[:40]!r} does not fold ({e})") from None
+        vals = list(v) if isinstance(a, ast.Starred) and isinstance(v, (tuple, list)) else [v]
+        for d in vals:
+            if isinstance(d, bool) or not isinstance(d, int) or not 0 < d < MAX_DIM:
+                raise TaskReject("inputs_not_expressible", f"shape entry {d!r} is not a positive integer")
+            if isinstance(a, ast.Name):
+                size[a.id] = d
+                dims.append(a.id)
+            else:
+                dims.append(d)
+    return tuple(dims)
+
+
+def _tensor_spec(node: ast.expr, name: str, env: dict[str, Any], size: dict[str, int]) -> InputSpec:
+    dtype_override = None
+    while (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args
+           and not node.keywords and node.func.attr in _NOOP_METHODS):
+        dtype_override = dtype_override or ("float32" if node.func.attr == "float" else None)
+        node = node.func.value
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch"
+            and node.func.attr in ("randn", "rand", "randint")):
+        raise TaskReject("inputs_not_expressible",
+                         f"input {name} = {ast.unparse(node)[:60]!r} is not torch.randn/rand/randint")
+    kind = node.func.attr
+    kw = {k.arg: k.value for k in node.keywords}
+    if None in kw or set(kw) - {"dtype", "device", "requires_grad", "size", "low", "high"}:
+        raise TaskReject("inputs_not_expressible", f"input {name}: unsupported keywords {sorted(map(str, kw))}")
+    dtype = _dtype(kw["dtype"]) if "dtype" in kw else ("int64" if kind == "randint" else "float32")
+    dtype = dtype_override or dtype
+    if kind == "randint":
+        pos = list(node.args)
+        shape_node = kw.get("size") or (pos.pop() if pos else None)
+        bounds = pos + [kw[k] for k in ("low", "high") if k in kw]
+        if shape_node is None or len(bounds) not in (1, 2):
+            raise TaskReject("inputs_not_expressible", f"input {name}: randint needs (low,) high and size")
+        try:
+            lo, hi = ([0] + [_fold(b, env) for b in bounds])[-2:]
+        except _Unknown as e:
+            raise TaskReject("inputs_not_expressible", f"input {name}: randint bounds do not fold ({e})") from None
+        if not all(isinstance(b, int) and not isinstance(b, bool) for b in (lo, hi)) or not lo < hi:
+            raise TaskReject("inputs_not_expressible", f"input {name}: randint bounds {lo!r}..{hi!r}")
+        return InputSpec(name, _dims([shape_node], env, size), dtype, "randint", low=float(lo), high=float(hi))
+    shape = _dims(list(node.args) or ([kw["size"]] if "size" in kw else []), env, size)
+    if not shape:
+        raise TaskReject("inputs_not_expressible", f"input {name}: no shape")
+    if kind == "rand":
+        return InputSpec(name, shape, dtype, "uniform", low=0.0, high=1.0)
+    return InputSpec(name, shape, dtype, "normal")
+
+
+def analyse_module(code: str) -> ModuleShape:
+    """Read a KernelBench module's inputs, size and init arguments; raise TaskReject if unsure."""
+    try:
+        return _analyse(code)
+    except TaskReject:
+        raise
+    except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError, UnicodeError) as e:
+        # hostile sources: NUL bytes, surrogates, nesting deeper than the parser or our folding allow
+        raise TaskReject("bad_reference", f"reference cannot be read: {type(e).__name__}: {str(e)[:100]}") from None
+
+
+def _analyse(code: str) -> ModuleShape:
+    tree = ast.parse(code)
+    model = next((s for s in tree.body if isinstance(s, ast.ClassDef) and s.name == "Model"), None)
+    fn = _function(tree, "get_inputs")
+    if model is None or fn is None:
+        raise TaskReject("bad_reference", "reference lacks class Model or get_inputs()")
+    env, size = _module_env(tree), {}
+    local: dict[str, InputSpec] = {}
+    specs: list[InputSpec] | None = None
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # docstring
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            tname = stmt.targets[0].id
+            try:
+                env[tname] = _fold(stmt.value, env)
+            except _Unknown:
+                env.pop(tname, None)
+                local[tname] = _tensor_spec(stmt.value, tname, env, size)
+            continue
+        if isinstance(stmt, ast.Return) and isinstance(stmt.value, (ast.List, ast.Tuple)):
+            specs = []
+            for i, e in enumerate(stmt.value.elts):
+                if isinstance(e, ast.Name) and e.id in local:
+                    specs.append(local[e.id])
+                elif isinstance(e, ast.Name) and e.id in env or isinstance(e, ast.Constant):
+                    raise TaskReject("non_tensor_input", f"get_inputs returns a non-tensor at position {i}")
+                else:
+                    specs.append(_tensor_spec(e, f"in{i}", env, size))
+            break
+        raise TaskReject("inputs_not_expressible", f"get_inputs has a {type(stmt).__name__} statement")
+    if not specs:
+        raise TaskReject("inputs_not_expressible", "get_inputs returns no list of tensors")
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        specs = [InputSpec(**{**s.__dict__, "name": f"in{i}"}) for i, s in enumerate(specs)]
+    return ModuleShape(tuple(specs), size, _init_inputs(tree, env), _doc(model))
+
+
+def _init_inputs(tree: ast.Module, env: dict[str, Any]) -> list[Any] | None:
+    fn = _function(tree, "get_init_inputs")
+    if fn is None:
+        return []
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    try:
+        v = _fold(body[0].value, env)
+    except _Unknown:
+        return None
+    return list(v) if isinstance(v, (list, tuple)) else None
+
+
+def _doc(cls: ast.ClassDef) -> str:
+    doc = (ast.get_docstring(cls) or "").strip().splitlines()
+    return doc[0][:200] if doc else ""
+
+
+def _numel(spec_shape: Iterable[str | int], size: dict[str, int]) -> int:
+    return _prod(size[d] if isinstance(d, str) else d for d in spec_shape)
+
+
+def task_card(level: int, problem: int, ref_code: str, shape: ModuleShape, probe: ProbeResult) -> TaskCard:
+    """The card of one KernelBench task (single size, PyTorch eager as its expert)."""
+    in_bytes = sum(_numel(s.shape, shape.size) * _ELEM[s.dtype] for s in shape.inputs)
+    out_numel = _prod(probe.shape)
+    family = classify_kernelbench(ref_code, level).value if classify_kernelbench else f"kernelbench_L{level}"
+    reference = kernelbench_reference_source(ref_code)
+    cpu_ok = (probe.flops is not None and probe.flops <= CPU_FLOP_BUDGET
+              and in_bytes + out_numel * _ELEM[probe.dtype] <= CPU_BYTE_BUDGET)
+    return TaskCard(
+        task_id=kernelbench_task_id(level, problem),
+        family=family,
+        lineage=f"kernelbench/L{level}",
+        description=shape.description or f"KernelBench level {level} problem {problem}",
+        inputs=shape.inputs,
+        output_shape=tuple(probe.shape),
+        output_dtype=probe.dtype,
+        reference=reference,
+        expert=reference,  # KernelBench's baseline is PyTorch eager: the reference module itself
+        expert_kind="library",
+        public_sizes={"gpu": (dict(shape.size),), **({"cpu": (dict(shape.size),)} if cpu_ok else {})},
+        hidden_sizes={},
+        bytes_moved=f"{in_bytes} + {out_numel} * E",
+        hidden_sizes_note=HIDDEN_SIZES_NOTE,
+    )
+
+
+def build_cards(tasks: dict[tuple[int, int], str], probe: Callable = probe_outputs,
+                ) -> dict[tuple[int, int], TaskCard | TaskReject]:
+    """Cards for (level, problem) -> reference code; a TaskReject says why a task has none."""
+    out: dict[tuple[int, int], TaskCard | TaskReject] = {}
+    shapes: dict[tuple[int, int], ModuleShape] = {}
+    for key, code in tasks.items():
+        try:
+            shapes[key] = analyse_module(code)
+        except TaskReject as r:
+            out[key] = r
+    jobs = {f"{lv}:{p}": (tasks[(lv, p)], _probe_inputs(sh)) for (lv, p), sh in shapes.items()}
+    results = probe(jobs) if jobs else {}
+    for (lv, p), sh in shapes.items():
+        res = results.get(f"{lv}:{p}") or TaskReject("probe_failed", "no probe result")
+        if isinstance(res, TaskReject):
+            out[(lv, p)] = res
+            continue
+        try:
+            out[(lv, p)] = task_card(lv, p, tasks[(lv, p)], sh, res)
+        except Exception as e:  # noqa: BLE001 - the family classifier parses hostile text too: one task fails
+            out[(lv, p)] = TaskReject("bad_reference", f"{type(e).__name__}: {str(e)[:120]}")
+    return out
+
+
+def _probe_inputs(sh: ModuleShape) -> list[tuple[list[int], str, str, float, float]]:
+    return [([sh.size[d] if isinstance(d, str) else d for d in s.shape], s.dtype, s.dist, float(s.low), float(s.high))
+            for s in sh.inputs]
+
+
+def language_of(code: str) -> str:
+    """`cuda` for modules compiling C++/CUDA through torch's extension loader, `triton`, else `pytorch`."""
+    if "load_inline" in code or "cpp_extension" in code:
+        return "cuda"
+    return "triton" if "triton.jit" in code else "pytorch"
+
+
+# ---- run folders ---------------------------------------------------------------------------
+
+KERNEL_FILE = re.compile(r"^level_(\d{1,2})_problem_(\d{1,5})_sample_(\d{1,6})_kernel\.py$")
+PROBLEM_FILE = re.compile(r"^(\d{1,5})_[^/]*\.py$")
+AGENT = "kernelbench"
+MAX_CONFIG_BYTES = 64 << 10
+MAX_EVAL_BYTES = 64 << 20
+MAX_KERNEL_BYTES = 4 * MAX_SOURCE_BYTES
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run folder as names plus an on-demand reader (so kernels are read one at a time)."""
+
+    label: str
+    """Run name used inside attempt ids."""
+    origin: str
+    """Folder path, prefix of every origin."""
+    names: tuple[str, ...]
+    """File names in the folder."""
+    read: Callable[[str], bytes | None]
+    """Bytes of one file, at most MAX_KERNEL_BYTES + 1 of them (None when unreadable)."""
+    config: dict[str, Any]
+    """generation_config.yaml as a dict ({} when absent or unreadable)."""
+    eval_raw: bytes | None
+    """eval_results.json bytes (None when absent)."""
+
+
+def _folder(d: Path) -> RunFolder:
+    def read(name: str, limit: int = MAX_KERNEL_BYTES + 1) -> bytes | None:
+        try:
+            with open(d / name, "rb") as f:
+                return f.read(limit)
+        except OSError:
+            return None
+
+    names = tuple(sorted(f.name for f in d.iterdir() if f.is_file()))
+    ev = read("eval_results.json", MAX_EVAL_BYTES + 1) if "eval_results.json" in names else None
+    return RunFolder(id_part(d.name), str(d), names, read, _config(read("generation_config.yaml", MAX_CONFIG_BYTES)
+                                                                   if "generation_config.yaml" in names else None), ev)
+
+
+def _config(raw: bytes | None) -> dict[str, Any]:
+    import yaml
+
+    try:
+        cfg = yaml.safe_load(raw.decode("utf-8")) if raw else None
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError, ValueError):
+        return {}
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def parse_eval_results(raw: bytes, where: str) -> tuple[dict[tuple[int, int], tuple[str, dict]], list[Quarantined]]:
+    """(problem, sample) -> (origin, entry) from eval_results.json (old: a dict per problem; new: a
+    list of per-sample dicts), plus the entries that had to be refused."""
+    rejected: list[Quarantined] = []
+    try:
+        if len(raw) > MAX_EVAL_BYTES:
+            raise ValueError(f"over {MAX_EVAL_BYTES} bytes")
+        doc = json.loads(raw.decode("utf-8"))
+        if not isinstance(doc, dict):
+            raise ValueError(f"top level is {type(doc).__name__}, not an object")
+    except (ValueError, RecursionError) as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return {}, [quarantine(where, None, "bad_json", f"eval_results.json unreadable: {str(e)[:120]}", raw)]
+    out: dict[tuple[int, int], tuple[str, dict]] = {}
+    for pid, value in doc.items():
+        for i, entry in enumerate(value if isinstance(value, list) else [value]):
+            at = f"{where}#{id_part(pid, 20)}[{i}]"
+            sid = entry.get("sample_id") if isinstance(entry, dict) else None
+            text = _dump(entry)
+            if not (pid.isdigit() and pid.isascii() and len(pid) <= 5) or isinstance(sid, bool) \
+                    or not isinstance(sid, int) or not 0 <= sid < 10**6:
+                rejected.append(quarantine(at, None, "bad_type", "an eval entry needs a numeric problem id "
+                                           "and an integer sample_id", text))
+            elif (int(pid), sid) in out:
+                rejected.append(quarantine(at, None, "duplicate_claim", f"problem {pid} sample {sid} "
+                                           "evaluated twice; the first entry is kept", text))
+            else:
+                out[(int(pid), sid)] = (at, entry)
+    return out, rejected
+
+
+def _dump(v: Any) -> str:
+    try:
+        return json.dumps(v, default=str)[:200]
+    except (ValueError, RecursionError):
+        return repr(type(v))
+
+
+def _eval_claim(where: str, entry: dict, aid: str, admitted: bool, task_id: str, run: str) -> dict[str, Any]:
+    rt = entry.get("runtime")
+    stats = entry.get("runtime_stats") if isinstance(entry.get("runtime_stats"), dict) else {}
+    meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
+    flag = lambda v: v if isinstance(v, bool) else None  # noqa: E731
+    return {
+        "source_format": FORMAT, "origin": where, "attempt_id": aid, "attempt_admitted": admitted,
+        "task_id": task_id, "run": run, "compiled": flag(entry.get("compiled")),
+        "correctness": flag(entry.get("correctness")),
+        # KernelBench writes -1.0 when nothing was timed
+        "runtime_ms": float(rt) if type(rt) in (int, float) and math.isfinite(rt) and rt > 0 else None,
+        "runtime_stats": {str(k)[:40]: v for k, v in stats.items()
+                          if type(v) in (int, float, str) and len(str(v)) <= 200},
+        "hardware": str(meta.get("hardware") or stats.get("hardware") or "")[:200] or None,
+    }
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A run folder's records before any kernel is read."""
+
+    folder: RunFolder
+    files: dict[tuple[int, int, int], str]
+    """(level, problem, sample) -> kernel file name."""
+    bad_names: list[str]
+    """`*_kernel.py` files whose name does not parse."""
+    level: int | None
+    """The run's level (config, else the one level all kernel files share)."""
+    evals: dict[tuple[int, int], tuple[str, dict]]
+    rejected: list[Quarantined]
+    keys: list[tuple[int, int, int]]
+    """Every record: kernel files plus eval entries without a file."""
+
+
+def plan_run(folder: RunFolder) -> RunPlan:
+    files: dict[tuple[int, int, int], str] = {}
+    bad: list[str] = []
+    for name in folder.names:
+        m = KERNEL_FILE.match(name)
+        if m:
+            files[(int(m[1]), int(m[2]), int(m[3]))] = name
+        elif name.endswith("_kernel.py"):
+            bad.append(name)
+    levels = {k[0] for k in files}
+    cfg_level = folder.config.get("level")
+    level = cfg_level if type(cfg_level) is int and 0 < cfg_level < 100 else (min(levels) if len(levels) == 1 else None)
+    evals, rejected = (parse_eval_results(folder.eval_raw, f"{folder.origin}/eval_results.json")
+                       if folder.eval_raw is not None else ({}, []))
+    if level is None:
+        rejected += [quarantine(w, None, "ambiguous_level", "eval entry cannot be tied to a level (no level in "
+                                "generation_config.yaml and kernel files of several levels)", "")
+                     for w, _ in evals.values()]
+        evals = {}
+    keys = sorted(set(files) | {(level, p, s) for p, s in evals})
+    return RunPlan(folder, files, bad, level, evals, rejected, keys)
+
+
+def read_run(plan: RunPlan, cards: dict, refs: dict[tuple[int, int], str], seen: set[str],
+             ) -> tuple[list[RawAttempt | Quarantined], list[dict[str, Any]]]:
+    """One result per record of the plan (kernel files read one at a time) and the eval claims."""
+    f = plan.folder
+    out: list[RawAttempt | Quarantined] = [
+        quarantine(f"{f.origin}/{n}", None, "bad_filename",
+                   "kernel file name is not level_{L}_problem_{P}_sample_{S}_kernel.py", n) for n in plan.bad_names]
+    claims = []
+    for lv, p, s in plan.keys:
+        aid = f"kernelbench:{f.label}:L{lv}:P{p}:S{s}"
+        where, entry = plan.evals.get((p, s), (None, None)) if lv == plan.level else (None, None)
+        name = plan.files.get((lv, p, s))
+        rec = _run_attempt(f, name, aid, (lv, p, s), cards.get((lv, p)), refs.get((lv, p)), seen, where)
+        out.append(rec)
+        if entry is not None:
+            claims.append(_eval_claim(where, entry, aid, isinstance(rec, RawAttempt), kernelbench_task_id(lv, p),
+                                      f.label))
+    return out, claims
+
+
+def _run_attempt(f: RunFolder, name: str | None, aid: str, key: tuple[int, int, int],
+                 card: TaskCard | TaskReject | None, ref: str | None, seen: set[str],
+                 eval_where: str | None) -> RawAttempt | Quarantined:
+    level, problem, sample = key
+    if name is None:
+        return quarantine(eval_where or aid, aid, "missing_source", "eval_results.json has an entry but the run "
+                          "folder has no kernel file for it; its result is kept as a claim", "")
+    where = f"{f.origin}/{name}"
+    raw = f.read(name)
+    if raw is None:
+        return quarantine(where, aid, "unreadable", "kernel file could not be read", "")
+    if len(raw) > MAX_KERNEL_BYTES:
+        return quarantine(where, aid, "oversized_source", f"kernel file over {MAX_KERNEL_BYTES} bytes", raw)
+    try:
+        code = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return quarantine(where, aid, "bad_encoding", f"kernel file is not valid UTF-8 (byte {e.start})", raw)
+    if not code.strip():
+        return quarantine(where, aid, "empty_source", "kernel file is empty", raw)
+    if isinstance(card, TaskReject):
+        return quarantine(where, aid, "unsupported_task",
+                          f"task L{level}/P{problem} cannot be graded ({card.code}: {card.reason})", raw)
+    model = f.config.get("model_name")
+    if isinstance(model, str):  # config text, not the record: repaired rather than refused
+        model = model.encode("utf-8", "replace").decode("utf-8").replace("\x00", "").strip()[:200]
+    obj = {
+        "attempt_id": aid, "task_id": kernelbench_task_id(level, problem), "agent": AGENT,
+        "model": model if isinstance(model, str) and model else "unknown",
+        "trajectory_id": aid, "turn": 1, "language": language_of(code), "source": code,
+        "entry_point": "ModelNew", "source_format": FORMAT,
+        "extra": {"original_sha256": sha256_hex(raw), "run": f.label, "level": level, "problem_id": problem,
+                  "sample_id": sample, "eval_origin": eval_where,
+                  "generation_config": {k: v for k, v in f.config.items() if k in (
+                      "server_type", "backend", "temperature", "max_tokens") and type(v) in (str, int, float)},
+                  "init_inputs": init_inputs_of(ref) if ref else None},
+    }
+    return admit(obj, where, raw, seen)
+
+
+def init_inputs_of(code: str) -> list[Any] | None:
+    """The reference's constructor arguments when they fold statically (for the candidate adapter)."""
+    try:
+        return analyse_module(code).init_inputs
+    except TaskReject:
+        return None
+
+
+def _is_run(d: Path) -> bool:
+    return (d / "eval_results.json").is_file() or any(d.glob("*_kernel.py"))
+
+
+def _is_problems(d: Path) -> bool:
+    return any(sub.is_dir() and re.fullmatch(r"level\d+", sub.name) for sub in d.iterdir())
+
+
+def _classify(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
+    """Run folders and problem roots among the paths and their sub-folders (two levels down)."""
+    runs, roots = [], []
+    for p in map(Path, paths):
+        level1 = sorted(x for x in p.iterdir() if x.is_dir()) if p.is_dir() else []
+        for d in [p] + level1 + [x for y in level1 for x in sorted(y.iterdir()) if x.is_dir()]:
+            if _is_run(d):
+                runs.append(d)
+            elif _is_problems(d):
+                roots.append(d)
+    return runs, roots
+
+
+def _references(roots: list[Path], needed: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
+    refs: dict[tuple[int, int], str] = {}
+    for root in roots:
+        for lv in sorted({lv for lv, _ in needed}):
+            d = root / f"level{lv}"
+            for f in sorted(d.glob("*.py")) if d.is_dir() else []:
+                m = PROBLEM_FILE.match(f.name)
+                if m and (lv, int(m[1])) in needed and (lv, int(m[1])) not in refs \
+                        and f.stat().st_size <= MAX_SOURCE_BYTES:
+                    try:
+                        refs[(lv, int(m[1]))] = f.read_text("utf-8")
+                    except (OSError, UnicodeDecodeError):
+                        continue
+    return refs
+
+
+def import_path(paths: list[Path], probe: Callable = probe_outputs) -> ImportBatch:
+    """Import KernelBench run folders (and problem folders, for cards); one record per (L, P, S)."""
+    run_dirs, roots = _classify(paths)
+    plans = [plan_run(_folder(d)) for d in run_dirs]
+    needed = {(lv, p) for plan in plans for lv, p, _ in plan.keys}
+    refs = _references(roots, needed)
+    cards = build_cards(refs, probe=probe) if refs else {}
+    seen: set[str] = set()
+    attempts: list[RawAttempt] = []
+    quarantined: list[Quarantined] = []
+    claims: list[dict[str, Any]] = []
+    rejected = [r for plan in plans for r in plan.rejected]
+    for plan in plans:
+        rows, run_claims = read_run(plan, cards, refs, seen)
+        for r in rows:
+            (attempts if isinstance(r, RawAttempt) else quarantined).append(r)
+        claims += run_claims
+    good = sorted((c for c in cards.values() if isinstance(c, TaskCard)), key=lambda c: c.task_id)
+    rejected += [quarantine(f"kernelbench L{lv}/P{p}", None, c.code, c.reason, refs[(lv, p)])
+                 for (lv, p), c in sorted(cards.items()) if isinstance(c, TaskReject)]
+    return ImportBatch(FORMAT, attempts, quarantined, good, claims, rejected)

@@ -1,0 +1,388 @@
+"""Importers on the real shared corpora and on our own KernelBench-style run folder.
+
+Every expected count below is recomputed here from the raw files with plain `json`, not taken
+from the importer, so a record the importer drops or double-counts fails the test.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.adapters import kernelbench_candidate_source, kernelbench_reference_source
+from grader.contract import GradeResult, Reason, SizeResult, Status, reward
+from grader.taskcard import size_key
+from pipelines.export_traces import export_traces, parse_size_key
+from pipelines.importers import IMPORTERS, ImportBatch
+from pipelines.rawattempt import RawAttempt
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / ".." / "shared" / "data"
+CUDA_L1 = DATA / "cuda-l1"
+FIB = DATA / "flashinfer-trace"
+FIXTURE = REPO / "tests" / "fixtures" / "kernelbench_run"
+needs_data = pytest.mark.skipif(not CUDA_L1.is_dir() or not FIB.is_dir(), reason="shared corpora not present")
+
+
+def _accounted(batch: ImportBatch) -> None:
+    """Shared invariants: unique ids, reasons everywhere, origins that point at a record."""
+    ids = [a.attempt_id for a in batch.attempts]
+    assert len(ids) == len(set(ids))
+    assert all(q.reason_code and q.reason for q in batch.quarantined + batch.rejected)
+    assert all(a.origin and a.source_format == batch.format for a in batch.attempts)
+    assert len({c.task_id for c in batch.cards}) == len(batch.cards)
+    assert {a.task_id for a in batch.attempts} <= {c.task_id for c in batch.cards}
+
+
+# ---- CUDA-L1 ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cuda_l1() -> ImportBatch:
+    return IMPORTERS["cuda-l1"].import_path([CUDA_L1])
+
+
+@needs_data
+def test_cuda_l1_every_row_accounted(cuda_l1: ImportBatch) -> None:
+    rows = []
+    for f in sorted(CUDA_L1.glob("*.jsonl")):
+        for n, line in enumerate(f.read_bytes().splitlines(), 1):
+            if line.strip():
+                rows.append((f"{f}:{n}", line, json.loads(line)))
+    assert len(rows) == 1250
+    code = lambda r: r["custom_code"] or ""  # noqa: E731
+    empty = [w for w, _, r in rows if not code(r).strip()]
+    placeholder = [w for w, _, r in rows if code(r).strip() == "None"]
+    scores = sum(1 for _, _, r in rows for k in r if k.startswith("score_") and r[k] is not None)
+    tasks = {(r["level_id"], r["task_id"]) for _, _, r in rows}
+
+    assert cuda_l1.n_records == len(rows) == len(cuda_l1.attempts) + len(cuda_l1.quarantined)
+    by_reason = collections.defaultdict(set)
+    for q in cuda_l1.quarantined:
+        by_reason[q.reason_code].add(q.origin)
+    assert by_reason["empty_source"] == set(empty) and len(empty) == 106
+    assert by_reason["placeholder_source"] == set(placeholder) and len(placeholder) == 80
+    assert set(by_reason) <= {"empty_source", "placeholder_source", "unsupported_task"}
+    # every task is either a card or a rejected task with a reason, never both, never neither
+    rejected = {q.origin for q in cuda_l1.rejected}
+    assert len(cuda_l1.cards) + len(rejected) == len(tasks) == 250
+    card_ids = {c.task_id for c in cuda_l1.cards}
+    gradable = [w for w, _, r in rows if code(r).strip() not in ("", "None")
+                and f"kernelbench_L{r['level_id']}_{r['task_id']:03d}" in card_ids]
+    assert sorted(a.origin for a in cuda_l1.attempts) == sorted(gradable)
+    assert len(by_reason["unsupported_task"]) == len(rows) - len(empty) - len(placeholder) - len(gradable)
+    assert len(cuda_l1.claims) == scores
+    _accounted(cuda_l1)
+
+
+@needs_data
+def test_cuda_l1_lineage_and_mapping(cuda_l1: ImportBatch) -> None:
+    raw = {f"{f}:{n}": line for f in sorted(CUDA_L1.glob("*.jsonl"))
+           for n, line in enumerate(f.read_bytes().splitlines(), 1)}
+    for a in cuda_l1.attempts:
+        row = json.loads(raw[a.origin])
+        assert a.extra["original_sha256"] == hashlib.sha256(raw[a.origin]).hexdigest()
+        assert a.source == row["custom_code"] and a.entry_point == "ModelNew"
+        assert a.task_id == f"kernelbench_L{row['level_id']}_{row['task_id']:03d}"
+        assert a.extra["gpu"] == Path(a.origin.rsplit(":", 1)[0]).stem
+        assert a.claimed_speedup == pytest.approx(float(row["score_default"]))
+        uses_ext = "load_inline" in a.source or "cpp_extension" in a.source
+        assert a.language == ("cuda" if uses_ext else "pytorch")
+    claims = [c for c in cuda_l1.claims if c["attempt_id"] == "cuda-l1:h100:L1:T1"]
+    assert {c["baseline"] for c in claims} == {"default", "torch_compile_default",
+                                                "torch_compile_reduce_overhead", "cuda_graph", "cudnn"}
+    assert all(c["gpu"] == "h100" and c["level"] == 1 for c in claims)
+
+
+@needs_data
+def test_cuda_l1_cards(cuda_l1: ImportBatch) -> None:
+    cards = {c.task_id: c for c in cuda_l1.cards}
+    mm = cards["kernelbench_L1_001"]
+    assert [i.shape for i in mm.inputs] == [("N", "N"), ("N", "N")]
+    assert mm.public_sizes["gpu"] == ({"N": 2048},) and mm.output_shape == (2048, 2048)
+    assert mm.hidden_sizes == {} and "get_inputs()" in mm.hidden_sizes_note
+    assert all(c.hidden_sizes == {} and c.hidden_sizes_note for c in cards.values())
+    assert all(c.family and c.lineage.startswith("kernelbench/L") for c in cards.values())
+    # tasks whose inputs are not plain random tensors are refused, with the reason
+    refused = {q.origin: q.reason_code for q in cuda_l1.rejected}
+    assert refused["kernelbench L1/T14"] == "inputs_not_expressible"  # upper-triangular input
+    assert refused["kernelbench L1/T5"] == "non_tensor_input"  # a Python float among the inputs
+    lstm = cards["kernelbench_L3_035"]  # recurrent layers: shape from the layout rule, FLOPs unknown
+    assert lstm.output_shape == (10, 10) and "cpu" not in lstm.public_sizes
+
+
+# ---- KernelBench run folder -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kernelbench() -> ImportBatch:
+    return IMPORTERS["kernelbench"].import_path([FIXTURE])
+
+
+def test_kernelbench_run_every_record_accounted(kernelbench: ImportBatch) -> None:
+    kernels, evals = set(), set()
+    for run in sorted((FIXTURE / "runs").iterdir()):
+        kernels |= {(run.name, f.name) for f in run.glob("*_kernel.py")}
+        for pid, v in json.loads((run / "eval_results.json").read_text()).items():
+            for e in v if isinstance(v, list) else [v]:
+                if isinstance(e.get("sample_id"), int):
+                    evals.add((run.name, f"level_1_problem_{pid}_sample_{e['sample_id']}_kernel.py"))
+    n_source = len(kernels | evals)
+    assert n_source == 7
+    assert kernelbench.n_records == n_source == len(kernelbench.attempts) + len(kernelbench.quarantined)
+    reasons = collections.Counter(q.reason_code for q in kernelbench.quarantined)
+    assert reasons == {"bad_filename": 1, "empty_source": 1, "unsupported_task": 1, "missing_source": 1}
+    assert sorted(a.attempt_id for a in kernelbench.attempts) == [
+        "kernelbench:demo_run:L1:P1:S0", "kernelbench:demo_run:L1:P1:S1", "kernelbench:legacy_run:L1:P2:S0"]
+    assert [c.task_id for c in kernelbench.cards] == ["kernelbench_L1_001", "kernelbench_L1_002"]
+    assert collections.Counter(r.reason_code for r in kernelbench.rejected) == {
+        "bad_type": 1, "inputs_not_expressible": 1}  # sample_id "zero"; the symmetric-matrix input
+    _accounted(kernelbench)
+
+
+def test_imported_cards_round_trip_through_the_catalogue(kernelbench: ImportBatch, tmp_path: Path) -> None:
+    from grader.catalogue import load_catalogue
+    from pipelines.importers import write_cards
+
+    write_cards(kernelbench.cards, tmp_path / "cards.jsonl")
+    loaded = load_catalogue(extra=[tmp_path / "cards.jsonl"])
+    assert all(loaded[c.task_id].revision == c.revision for c in kernelbench.cards)
+
+
+def test_kernelbench_run_mapping(kernelbench: ImportBatch) -> None:
+    by_id = {a.attempt_id: a for a in kernelbench.attempts}
+    cuda = by_id["kernelbench:demo_run:L1:P1:S1"]
+    assert cuda.language == "cuda" and cuda.model == "tiny-coder-1b" and cuda.turn == 1
+    assert cuda.extra["init_inputs"] == [32] and by_id["kernelbench:legacy_run:L1:P2:S0"].extra["init_inputs"] == [0.5]
+    path = FIXTURE / "runs" / "demo_run" / "level_1_problem_1_sample_1_kernel.py"
+    assert cuda.extra["original_sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+    claims = {c["attempt_id"]: c for c in kernelbench.claims}
+    assert len(kernelbench.claims) == 5  # 1:[0, 1], 2:[0], 4:[0] in demo_run; 2 in legacy_run
+    assert claims["kernelbench:demo_run:L1:P1:S0"]["runtime_ms"] == 0.0123
+    assert claims["kernelbench:demo_run:L1:P1:S1"]["runtime_ms"] is None  # KernelBench's -1.0
+    assert claims["kernelbench:demo_run:L1:P4:S0"]["attempt_admitted"] is False
+    assert claims["kernelbench:legacy_run:L1:P2:S0"]["hardware"] == "NVIDIA L40S"
+    softmax = next(c for c in kernelbench.cards if c.task_id == "kernelbench_L1_002")
+    assert softmax.inputs[0].dist == "uniform" and softmax.public_sizes["cpu"] == ({"rows": 16, "cols": 64},)
+
+
+def test_adapters_seed_identical_weights_and_match() -> None:
+    ref_code = (FIXTURE / "KernelBench/level1/1_Scaled_residual_add.py").read_text()
+    cand_code = (FIXTURE / "runs/demo_run/level_1_problem_1_sample_0_kernel.py").read_text()
+    ref_ns: dict = {}
+    cand_ns: dict = {}
+    exec(compile(kernelbench_reference_source(ref_code, init_seed=7), "ref", "exec"), ref_ns)
+    exec(compile(kernelbench_candidate_source(cand_code, [32], init_seed=7), "cand", "exec"), cand_ns)
+    assert torch.equal(ref_ns["_kt_model"].w.float(), cand_ns["_kt_model"].w)  # seeded construction
+    x = torch.randn(8, 32) * 3 + 1
+    ref_out = ref_ns["run"](x.double())
+    assert ref_out.dtype == torch.float64
+    assert torch.allclose(cand_ns["run"](x), ref_out.float(), atol=1e-5, rtol=1e-5)
+    other: dict = {}
+    exec(compile(kernelbench_candidate_source(cand_code, [32], init_seed=8), "cand", "exec"), other)
+    assert not torch.equal(other["_kt_model"].w, cand_ns["_kt_model"].w)  # the seed is what makes them equal
+    with pytest.raises(ValueError):
+        kernelbench_candidate_source(cand_code, [object()])
+
+
+# ---- FlashInfer-Bench ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fib() -> ImportBatch:
+    return IMPORTERS["flashinfer-bench"].import_path([FIB])
+
+
+def _cardable(d: dict) -> bool:
+    (out,) = d["outputs"].values() if len(d["outputs"]) == 1 else (None,)
+    return (not d.get("constraints") and out is not None and out["dtype"] in ("float32", "float16", "bfloat16")
+            and all(i["shape"] is not None and not i.get("optional")
+                    and i["dtype"] in ("float32", "float16", "bfloat16", "int32", "int64")
+                    for i in d["inputs"].values()))
+
+
+@needs_data
+def test_flashinfer_every_solution_accounted(fib: ImportBatch) -> None:
+    defs = {json.loads(f.read_text())["name"]: json.loads(f.read_text()) for f in FIB.glob("definitions/*/*.json")}
+    sols = [(f, json.loads(f.read_text())) for f in sorted(FIB.glob("solutions/*/*.json"))]
+    traces = [line for f in FIB.glob("traces/*/*.jsonl") for line in f.read_text().splitlines() if line.strip()]
+    gradable = [f for f, s in sols if _cardable(defs[s["definition"]])]
+    assert (len(defs), len(sols), len(traces), len(gradable)) == (79, 102, 242, 48)
+    assert fib.n_records == len(sols) == len(fib.attempts) + len(fib.quarantined)
+    assert sorted(a.origin for a in fib.attempts) == sorted(map(str, gradable))
+    assert {q.reason_code for q in fib.quarantined} == {"unsupported_task"}
+    assert len(fib.cards) == sum(map(_cardable, defs.values())) == 30
+    assert len(fib.cards) + len(fib.rejected) == len(defs)
+    assert len(fib.claims) == len(traces)
+    admitted = {a.attempt_id for a in fib.attempts}
+    assert all(c["attempt_admitted"] == (c["attempt_id"] in admitted) for c in fib.claims)
+    _accounted(fib)
+
+
+@needs_data
+def test_flashinfer_mapping(fib: ImportBatch) -> None:
+    a = next(a for a in fib.attempts if a.extra["solution_name"] == "gpt-5_gemm_n4096_k14336_cuda_optimized_r8_c0_high")
+    src = next(FIB.glob("solutions/*/gpt-5_gemm_n4096_k14336_cuda_optimized_r8_c0_high.json"))
+    sol = json.loads(src.read_text())
+    assert (a.model, a.turn, a.extra["candidate"], a.extra["name_suffix"]) == ("gpt-5", 8, 0, "high")
+    assert a.trajectory_id == f"flashinfer:{src.parent.name}:gpt-5:gemm_n4096_k14336"
+    assert a.language == "cuda" and a.entry_point == "run" and a.task_id == "flashinfer_gemm_n4096_k14336"
+    assert a.extra["original_sha256"] == hashlib.sha256(src.read_bytes()).hexdigest()
+    assert a.extra["destination_passing_style"] == sol["spec"].get("destination_passing_style", True)
+    compile(a.source, "candidate", "exec")
+    assert all(s["content"] in a.source or repr(s["content"])[1:-1] in a.source for s in sol["sources"])
+    # a trajectory holds the rounds of one run: gpt-5's gemm_n4096_k14336 kept rounds 4, 8 and 10
+    turns = sorted(x.turn for x in fib.attempts if x.trajectory_id == a.trajectory_id)
+    assert turns == [4, 8, 10]
+    rms = next(x for x in fib.attempts if x.extra["solution_name"] == "gpt-5.2_rmsnorm_h4096_cuda_optimized_r1_c0_high"
+               and "142116" in x.extra["run"])
+    passed = [c["claimed_speedup"] for c in fib.claims if c["attempt_id"] == rms.attempt_id]
+    assert len(passed) == 14 and rms.claimed_speedup == pytest.approx(math.exp(sum(map(math.log, passed)) / 14))
+
+
+@needs_data
+def test_flashinfer_cards_sizes(fib: ImportBatch) -> None:
+    cards = {c.task_id: c for c in fib.cards}
+    gemm = cards["flashinfer_gemm_n128_k2048"]
+    observed = {json.loads(line)["workload"]["axes"]["M"]
+                for line in next(FIB.glob("traces/*/gemm_n128_k2048.jsonl")).read_text().splitlines()}
+    public = [s["M"] for s in gemm.public_sizes["gpu"]]
+    hidden = [s["M"] for s in gemm.hidden_sizes["gpu"]]
+    assert set(public) <= observed and min(public) == min(observed) and max(public) == max(observed)
+    assert len(hidden) == 2 and not set(hidden) & set(public)
+    assert all(s["N"] == 128 and s["K"] == 2048 for p in gemm.public_sizes.values() for s in p)
+    again = IMPORTERS["flashinfer-bench"].import_path([FIB])
+    assert [c.revision for c in again.cards] == [c.revision for c in fib.cards]  # deterministic draws
+    from grader.catalogue import card_from_dict
+    assert all(card_from_dict(json.loads(json.dumps(dataclasses.asdict(c)))).revision == c.revision
+               for c in fib.cards)
+    ref_ns: dict = {}
+    exec(compile(cards["flashinfer_rmsnorm_h4096"].reference, "ref", "exec"), ref_ns)
+    x, w = torch.randn(3, 4096, dtype=torch.float64), torch.randn(4096, dtype=torch.float64)
+    assert torch.allclose(ref_ns["run"](x, w), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * w)
+
+
+# ---- export to FlashInfer-Bench traces ------------------------------------------------------
+
+def _graded(status: Status, sizes: list[SizeResult], code: Reason, reason: str = "graded") -> dict:
+    r = GradeResult(attempt_id="kt-1", task_id="flashinfer_gemm_n128_k2048", task_revision="r", grader_version="0.3.0",
+                    status=status, reason_code=code, reason=reason,
+                    reward=reward(status, [s.speedup for s in sizes if s.speedup]),
+                    seed=3, profile="gpu", device="NVIDIA H200", fingerprint_id="fp1",
+                    fingerprint={"gpu_name": "NVIDIA H200", "driver": "580.1"}, sizes=sizes)
+    return json.loads(r.to_json())
+
+
+@needs_data
+def test_export_traces_validate_with_flashinfer_bench_schema(fib: ImportBatch) -> None:
+    fbdata = pytest.importorskip("flashinfer_bench.data", reason="pip install --no-deps flashinfer-bench safetensors")
+    card = next(c for c in fib.cards if c.task_id == "flashinfer_gemm_n128_k2048")
+    pub = [size_key(s) for s in card.public_sizes["gpu"][:2]]
+    records = [
+        _graded(Status.CORRECT, [SizeResult(pub[0], False, 0.02, 0.03, speedup=1.5, max_rel_err=0.2),
+                                 SizeResult(pub[1], False, 0.05, 0.04, speedup=0.8, max_rel_err=0.4),
+                                 SizeResult(size_key(card.hidden_sizes["gpu"][0]), True, 0.1, 0.1, speedup=1.0)],
+                Reason.OK),
+        _graded(Status.WRONG_OUTPUT, [], Reason.BAD_OUTPUT, "output shape (4, 8) != (4, 128)"),
+        _graded(Status.CHEAT_FLAGGED, [], Reason.TIMED_OUTPUT_MISMATCH, "timed outputs differ"),
+        _graded(Status.COMPILE_ERROR, [], Reason.COMPILE), _graded(Status.TIMEOUT, [], Reason.TIMEOUT),
+        _graded(Status.INFRA_ERROR, [], Reason.INFRA, "GPU fell off the bus"),
+    ]
+    buf = io.StringIO()
+    report = export_traces(records, buf, {card.task_id: card}, exported_at="2026-03-17T00:00:00+00:00")
+    lines = buf.getvalue().splitlines()
+    assert (report.n_records, report.n_traces, len(lines)) == (6, 6, 6)  # 2 public sizes + 4 failures
+    assert [a for a, _ in report.skipped] == ["kt-1"]  # the infra_error record
+    traces = [fbdata.Trace.model_validate_json(line) for line in lines]  # their validators, their enums
+    assert [t.evaluation.status.value for t in traces] == [
+        "PASSED", "PASSED", "INCORRECT_SHAPE", "INCORRECT_NUMERICAL", "COMPILE_ERROR", "TIMEOUT"]
+    assert traces[0].definition == "gemm_n128_k2048" and traces[0].workload.axes == {"M": parse_size_key(pub[0])["M"]}
+    assert traces[1].evaluation.performance.speedup_factor == pytest.approx(0.8)
+    assert traces[3].evaluation.correctness.extra["kerneltraj_status"] == "cheat_flagged"
+    hidden_m = card.hidden_sizes["gpu"][0]["M"]
+    assert all(t.workload.axes.get("M") != hidden_m for t in traces)  # hidden sizes never exported
+    broken = json.loads(lines[0])
+    del broken["evaluation"]["performance"]  # their cross-field rule: PASSED needs performance
+    with pytest.raises(ValueError):
+        fbdata.Trace.model_validate_json(json.dumps(broken))
+
+
+# ---- adapters on a real GPU (compile through torch's extension loader) ------------------------
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU and nvcc")
+
+_FIB_DEF = {"name": "scaled_rows_h64", "op_type": "rmsnorm", "description": "y = x * w (tiny, our own)",
+            "axes": {"batch_size": {"type": "var"}, "hidden_size": {"type": "const", "value": 64}},
+            "inputs": {"x": {"shape": ["batch_size", "hidden_size"], "dtype": "float32"},
+                       "w": {"shape": ["hidden_size"], "dtype": "float32"}},
+            "outputs": {"y": {"shape": ["batch_size", "hidden_size"], "dtype": "float32"}},
+            "reference": "import torch\n\ndef run(x, w):\n    return x * w\n"}
+_FIB_KERNEL = r"""
+#include "kernel.h"
+__global__ void scale_rows(const float* x, const float* w, float* y, int n, int h) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * w[i % h];
+}
+void launch(const float* x, const float* w, float* y, int n, int h) {
+    scale_rows<<<(n + 127) / 128, 128>>>(x, w, y, n, h);
+}
+"""
+_FIB_MAIN = {
+    True: "#include <torch/extension.h>\n#include \"kernel.h\"\n"
+          "void run(torch::Tensor x, torch::Tensor w, torch::Tensor y) {\n"
+          "  launch(x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), x.numel(), w.numel());\n}\n"
+          "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"run\", &run); }\n",
+    False: "#include <torch/extension.h>\n#include \"kernel.h\"\n"
+           "torch::Tensor run(torch::Tensor x, torch::Tensor w) {\n  auto y = torch::empty_like(x);\n"
+           "  launch(x.data_ptr<float>(), w.data_ptr<float>(), y.data_ptr<float>(), x.numel(), w.numel());\n"
+           "  return y;\n}\nPYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"run\", &run); }\n",
+}
+
+
+@pytest.mark.gpu
+@needs_cuda
+@pytest.mark.parametrize("dps", [True, False])
+def test_flashinfer_adapter_compiles_and_matches_on_gpu(dps: bool) -> None:
+    from pipelines.importers import flashinfer
+
+    d = flashinfer.parse_definition(json.dumps(_FIB_DEF).encode(), "test/def.json")
+    card = flashinfer.make_card(d)
+    solution = {"name": f"us_scaled_rows_h64_cuda_r2_c{int(dps)}", "definition": d.name, "author": "us",
+                "spec": {"language": "cuda", "target_hardware": ["H200"], "entry_point": "main.cpp::run",
+                         "binding": "torch", "destination_passing_style": dps},
+                "sources": [{"path": "kernel.h",
+                             "content": "void launch(const float*, const float*, float*, int, int);"},
+                            {"path": "kernel.cu", "content": _FIB_KERNEL},
+                            {"path": "main.cpp", "content": _FIB_MAIN[dps]}]}
+    att = flashinfer.parse_solution(json.dumps(solution).encode(), "test/sol.json", "run", {d.name: d},
+                                    {d.name: card}, {}, set())
+    assert isinstance(att, RawAttempt), att
+    cand: dict = {}
+    ref: dict = {}
+    exec(compile(att.source, "candidate", "exec"), cand)
+    exec(compile(card.reference, "reference", "exec"), ref)
+    for size in card.public_sizes["gpu"][:2] + card.hidden_sizes["gpu"][:1]:
+        x = torch.randn(size["batch_size"], 64, device="cuda") + 0.5
+        w = torch.randn(64, device="cuda") * 2
+        out = cand["run"](x, w)
+        assert out.shape == (size["batch_size"], 64) and not out.isnan().any()
+        assert torch.allclose(out.double(), ref["run"](x.double(), w.double()), atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_kernelbench_adapter_compiles_cuda_candidate_on_gpu() -> None:
+    ref_code = (FIXTURE / "KernelBench/level1/1_Scaled_residual_add.py").read_text()
+    cand_code = (FIXTURE / "runs/demo_run/level_1_problem_1_sample_1_kernel.py").read_text()
+    cand: dict = {}
+    ref: dict = {}
+    exec(compile(kernelbench_candidate_source(cand_code, [32]), "candidate", "exec"), cand)
+    exec(compile(kernelbench_reference_source(ref_code), "reference", "exec"), ref)
+    x = torch.randn(8, 32, device="cuda") * 2 - 1
+    out = cand["run"](x)
+    assert out.device.type == "cuda" and cand["_kt_model"].w.device.type == "cuda"
+    assert torch.allclose(out.double(), ref["run"](x.double()), atol=1e-5, rtol=1e-5)
