@@ -1,7 +1,8 @@
 """Attention family: softmax(q k^T / sqrt(D)) v in fp16, full and causal.
 
 The experts are PyTorch's scaled_dot_product_attention, which dispatches to FlashAttention or
-cuDNN on the GPU: the production kernels an attention candidate has to beat.
+cuDNN on the GPU (cuDNN on an H200 with PyTorch 2.11): the production kernels an attention
+candidate has to beat.
 """
 from grader.taskcard import InputSpec, TaskCard
 
@@ -43,6 +44,7 @@ _FORBIDDEN = (
     "aten::_scaled_dot_product_attention_math",
     "aten::_flash_attention_forward",
     "aten::_efficient_attention_forward",
+    "aten::_cudnn_attention_forward",
 )
 
 # Flash kernels round the probabilities to fp16 before the P @ V product and sum S terms in fp32:

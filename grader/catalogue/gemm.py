@@ -1,7 +1,8 @@
 """GEMM family: plain matrix products in fp32 and fp16, and a fused linear + bias + ReLU in fp16.
 
 The experts are cuBLAS through PyTorch: a Triton GEMM would be a weaker yardstick than the
-production library on every GPU this grades on.
+production library on every GPU this grades on. GPU sizes keep fp16 rows 16-byte aligned (K and N
+multiples of 8): cuBLAS falls back to slow kernels otherwise, which would make a weak yardstick.
 """
 from grader.taskcard import InputSpec, TaskCard
 
@@ -26,13 +27,15 @@ _LINEAR_REF = "import torch\ndef run(x, w, b):\n    return torch.relu(x @ w.T + 
 
 _GEMM_FORBIDDEN = ("aten::matmul", "aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::_addmm_activation")
 
-# fp32 with K up to 4096: an honest fp32-accumulating GEMM rounds each of its K partial sums, so
-# entries near zero (the means of a and b may nearly cancel) carry an absolute error of about
-# eps32 * sqrt(K) * |a||b| ~ 1e-4. atol 2e-3 keeps that at a 10x margin while an input
-# downgrade to TF32 (10-bit mantissa, error ~ 2^-11 * sqrt(K) * |a||b| ~ 0.1) still fails.
-_FP32_GEMM_TOL = {"float32": (2e-3, 1e-4)}
-# fp16 output is already rounded to 2^-11 relative; with K = 4096 cuBLAS may split K and round the
-# partial sums, and entries near zero then carry an absolute error of a few 1e-3.
+# fp32 with K up to 4096: an honest fp32-accumulating GEMM rounds its running sums, so entries near
+# zero (drawn means of a and b close to 0) carry absolute errors the default atol (1e-5) cannot hold:
+# measured on an H200, cuBLAS fp32 at 4096^3 with std 1.5 reaches 53x the default bound but 0.22x
+# of atol 4e-3, while the same product with TF32 inputs reaches 45x of it (it passes only on draws
+# with large means, where rtol dominates; fresh means every call catch it).
+_FP32_GEMM_TOL = {"float32": (4e-3, 1e-4)}
+# fp16 output: cuBLAS may add split-K partial sums in fp16 (PyTorch allows reduced-precision
+# reductions by default), which costs entries near zero up to about 2^-11 * |partial sum|;
+# measured worst error on an H200 at these sizes: 5% of this bound.
 _FP16_GEMM_TOL = {"float16": (2e-2, 1e-2)}
 
 CARDS = [
@@ -70,7 +73,7 @@ CARDS = [
         public_sizes={"cpu": ({"M": 64, "N": 64, "K": 128},),
                       "gpu": ({"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 8192, "K": 2048})},
         hidden_sizes={"cpu": ({"M": 48, "N": 40, "K": 100},),
-                      "gpu": ({"M": 3000, "N": 5000, "K": 2500}, {"M": 8192, "N": 1024, "K": 4000})},
+                      "gpu": ({"M": 3000, "N": 5000, "K": 2560}, {"M": 8192, "N": 1024, "K": 4000})},
         bytes_moved="(M * K + K * N + M * N) * E",
         forbidden_ops=_GEMM_FORBIDDEN,
         tolerances=_FP16_GEMM_TOL,

@@ -28,7 +28,8 @@ def run(x, w, b):
     y = torch.empty_like(x)
     bn = triton.next_power_of_2(n)
     if x.is_cuda:
-        bm = max(1, 2048 // bn)
+        # Measured on an H200: two 4096-wide rows per program beat one (83 vs 113 us at 10000 x 3000).
+        bm = 2 if bn == 4096 else max(1, 2048 // bn)
         warps = 4 if bm * bn <= 2048 else (8 if bn <= 4096 else 16)
     else:
         bm, warps = triton.next_power_of_2(triton.cdiv(m, 8)), 4
@@ -76,8 +77,9 @@ def run(x, w):
     return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps=1e-6)
 '''
 
-# Non-centred rows with a small spread make the mean subtraction matter (a kernel that skips it
-# fails); weights around 1 and biases around 0 are drawn, never fixed, so neither can be dropped.
+# Rows carry a drawn mean of up to +-2 against a spread of 0.5-2, so a kernel that skips the mean
+# subtraction fails; weights around 1 and biases around 0 are drawn, never fixed, so neither can be
+# dropped unnoticed.
 _W = dict(mean=(0.5, 1.5), std=(0.1, 0.5))
 _B = dict(mean=(-1.0, 1.0), std=(0.1, 0.5))
 _GPU = ({"M": 8192, "N": 4096}, {"M": 32768, "N": 1024})

