@@ -79,10 +79,13 @@ def _listdir(path: str) -> list[str]:
 
 def base_env(device: str) -> dict:
     """The scrubbed environment a worker starts from: nothing of the caller's but the essentials."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+    cuda_home = os.environ.get("CUDA_HOME") or ("/usr/local/cuda" if os.path.isdir("/usr/local/cuda") else None)
+    env = {"PATH": (f"{cuda_home}/bin:" if cuda_home else "") + os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
            "PYTHONPATH": str(_REPO), "OMP_NUM_THREADS": "1",
            "KINETO_LOG_LEVEL": "5"}
-    for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "CUDA_HOME", "TRITON_PTXAS_PATH", "NCCL_NVLS_ENABLE",
+    if cuda_home:
+        env["CUDA_HOME"] = cuda_home
+    for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "TRITON_PTXAS_PATH", "TORCH_CUDA_ARCH_LIST", "NCCL_NVLS_ENABLE",
               "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"):
         if k in os.environ:
             env[k] = os.environ[k]

@@ -107,7 +107,12 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
         sandbox_layers = conn.hello.get("sandbox", {})
         phases["startup"] = time.perf_counter() - t
         t = time.perf_counter()
-        reply, _, _ = _request(conn, {"op": "load", "source": req.source, "entry_point": req.entry_point}, remaining)
+        source, entry = req.source, req.entry_point
+        if entry == "ModelNew":  # a KernelBench-style module: wrap it into run(*inputs)
+            from grader.adapters import kernelbench_candidate_source
+
+            source, entry = kernelbench_candidate_source(source), "run"
+        reply, _, _ = _request(conn, {"op": "load", "source": source, "entry_point": entry}, remaining)
         _check_guards(conn, reply, slot)
         if not reply.get("ok"):
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))

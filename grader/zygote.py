@@ -36,7 +36,8 @@ def child_main(sock: socket.socket, audit_fd: int, cfg: dict) -> None:
     os.dup2(log, 2)
     os.close(log)
     env = dict(cfg["env"])
-    env.update(HOME=scratch, TMPDIR=scratch, TRITON_CACHE_DIR=os.path.join(scratch, ".triton"))
+    env.update(HOME=scratch, TMPDIR=scratch, TRITON_CACHE_DIR=os.path.join(scratch, ".triton"),
+               TORCH_EXTENSIONS_DIR=os.path.join(scratch, ".torch_extensions"))
     os.environ.clear()
     os.environ.update(env)
     sys.path[:] = [p for p in sys.path if p and os.path.isdir(p) and os.access(p, os.R_OK)]

@@ -1,0 +1,59 @@
+"""A fixed sample of real CUDA-L1 attempts (H100 file) with their task cards and claims.
+
+    python bench/cuda_l1_sample.py --n 24 --out .gpu_carry/cuda_l1   # here, where ../shared/data is
+
+The GPU machine has no ../shared/data and no Dagster, so the sample is prepared here (importer,
+output probes) and carried; `sample_requests` reads the prepared files there.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PREPARED = ROOT / ".gpu_carry" / "cuda_l1"
+SHARED = ROOT.parent / "shared" / "data" / "cuda-l1" / "h100.jsonl"
+
+
+def prepare(n: int, out: Path) -> None:
+    from pipelines.importers import cuda_l1, write_cards
+
+    batch = cuda_l1.import_path([SHARED])
+    cards = {c.task_id: c for c in batch.cards if c.public_sizes.get("gpu")}
+    pool = sorted((a for a in batch.attempts if a.task_id in cards), key=lambda a: a.task_id)
+    step = max(1, len(pool) // n)
+    chosen = pool[::step][:n]  # spread over levels and tasks, deterministic
+    out.mkdir(parents=True, exist_ok=True)
+    write_cards([cards[a.task_id] for a in {a.task_id: a for a in chosen}.values()], out / "cards.jsonl")
+    with open(out / "requests.jsonl", "w") as f:
+        for a in chosen:
+            f.write(json.dumps({"attempt_id": a.attempt_id, "task_id": a.task_id, "source": a.source,
+                                "language": a.language, "entry_point": a.entry_point,
+                                "claimed_speedup": a.claimed_speedup}) + "\n")
+    print(f"{len(chosen)} attempts on {len({a.task_id for a in chosen})} tasks -> {out}")
+
+
+def sample_requests(n: int):
+    from grader.contract import GradeRequest
+
+    path = PREPARED if (PREPARED / "requests.jsonl").exists() else None
+    if path is None:
+        raise FileNotFoundError("no prepared CUDA-L1 sample: run `python bench/cuda_l1_sample.py` where "
+                                "../shared/data exists and carry .gpu_carry")
+    reqs = []
+    for line in (path / "requests.jsonl").read_text().splitlines()[:n]:
+        d = json.loads(line)
+        reqs.append(GradeRequest(attempt_id=d["attempt_id"], task_id=d["task_id"], source=d["source"],
+                                 language=d["language"], entry_point=d["entry_point"], timeout_s=300, seed=11))
+    return reqs, [str(path / "cards.jsonl")]
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=24)
+    ap.add_argument("--out", type=Path, default=PREPARED)
+    a = ap.parse_args()
+    prepare(a.n, a.out)
