@@ -75,6 +75,31 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
     sys.addaudithook(hook)
 
 
+def watch_threads(fd: int) -> None:
+    """Report every Python-level thread start at once (deferred work hides in threads, threat 8).
+
+    A thread that finishes before the parent counts threads would otherwise leave no trace.
+    """
+    import _thread
+    import threading
+
+    write = os.write
+    for owner, name in ((_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
+                        (threading, "_start_new_thread"), (threading, "_start_joinable_thread")):
+        orig = getattr(owner, name, None)
+        if orig is None:
+            continue
+
+        def start(*args, _orig=orig, **kwargs):
+            try:
+                write(fd, b"threads\tstarted a thread\n")
+            except OSError:
+                pass
+            return _orig(*args, **kwargs)
+
+        setattr(owner, name, start)
+
+
 class AuditedEnviron(dict):
     """os.environ stand-in that reports reads of secret-looking variables (they are scrubbed)."""
 

@@ -18,6 +18,30 @@ from pathlib import Path
 from grader import sandbox, wire, zygote
 
 UID_BASE = 61000
+UID_COUNT = 1000
+_UID_LOCKS = "/tmp/kerneltraj-uids"
+
+
+def claim_uid() -> tuple[int, int]:
+    """A worker uid no other slot on this host holds (several services may run at once).
+
+    The claim is an exclusive flock on a per-uid file, held for the slot's life and released by
+    the kernel if the process dies, so a crashed service never leaks its uids.
+    """
+    import fcntl
+
+    os.makedirs(_UID_LOCKS, mode=0o700, exist_ok=True)
+    for uid in range(UID_BASE, UID_BASE + UID_COUNT):
+        fd = os.open(os.path.join(_UID_LOCKS, str(uid)), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        if sandbox.uid_pids(uid):  # a process of this uid survived its slot: clear it before reuse
+            sandbox.kill_uid(uid)
+        return uid, fd
+    raise RuntimeError(f"all {UID_COUNT} worker uids are in use on this host")
 _REPO = Path(__file__).resolve().parent.parent
 
 
@@ -102,7 +126,7 @@ class Slot:
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
-        self.uid = UID_BASE + index if os.geteuid() == 0 else None
+        self.uid, self._uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
         self.config = {
             "device": device, "hide": hide, "reveal": list(reveal), "tmp_mb": tmp_mb, "uid": self.uid, "nproc": 512, "nofile": 1024,
             "fsize_mb": 512, "address_space_mb": address_space_mb if device == "cpu" else None,
@@ -192,3 +216,6 @@ class Slot:
                 self.zygote.kill()
         if self.uid is not None:
             sandbox.kill_uid(self.uid)
+        if self._uid_lock is not None:
+            os.close(self._uid_lock)  # releases the uid for another slot
+            self._uid_lock = None

@@ -6,6 +6,7 @@ fetched and compared here, and timed outputs are verified on a sample chosen aft
 """
 from __future__ import annotations
 
+import math
 import random
 import secrets
 import socket
@@ -34,14 +35,17 @@ class Effort:
     target_rel_ci: float = 0.02
     """Stop timing a size once the speedup's relative 95% CI half-width is below this."""
     verify_timed: int = 3
-    """Timed calls per size whose outputs are fetched and verified, chosen after the calls."""
+    """Least timed calls per size whose outputs are fetched and verified, chosen after the calls."""
+    verify_fraction: float = 0.25
+    """...and at least this share of them, so a candidate that turns bad after N calls is caught."""
     size_budget_s: float = 3.0
     """Wall-clock cap on one size's timing loop."""
 
     @staticmethod
     def for_device(cuda: bool) -> "Effort":
+        # CPU sizes are tiny: every timed output is verified there.
         return Effort() if cuda else Effort(check_calls=1, min_reps=3, max_reps=3, target_rel_ci=1.0,
-                                            verify_timed=1, size_budget_s=2.0)
+                                            verify_timed=3, verify_fraction=1.0, size_budget_s=2.0)
 
 
 BANDWIDTH_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.0e12, "cpu": 1.0e12}
@@ -140,8 +144,9 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
             how = slot.finish(conn)
             if status is Status.CRASHED:
                 reason = f"worker died mid-grade ({how})"
-            if late and status not in (Status.CHEAT_FLAGGED,):
-                status, code, reason = Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION, f"sandbox: {late[0].split(chr(9))[-1]}"
+            if late and status is not Status.CHEAT_FLAGGED:
+                f = _audit_floor(late[0])
+                status, code, reason = f.status, f.code, f.reason
         phases["teardown"] = time.perf_counter() - t
     phases["total"] = time.perf_counter() - t_all
     speedups = [s.speedup for s in sizes_out if s.speedup is not None]
@@ -177,6 +182,8 @@ def _grade_size(req, task: SealedTask, conn, slot, clock: DeviceClock, size, hid
         if not reply.get("ok"):
             if reply.get("error_kind") == "oom":
                 raise Floor(Status.RUNTIME_ERROR, Reason.OOM, _tail(reply.get("error", "")))
+            if reply.get("error_kind") == "compile":  # Triton compiles at the first launch
+                raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
             raise Floor(Status.RUNTIME_ERROR, Reason.EXCEPTION, _tail(reply.get("error", "")))
         reply["parent_ms"] = parent_ms
         if reply["ms"] > reply["span_ms"] + 0.05 or reply["span_ms"] > parent_ms + 0.05:
@@ -224,7 +231,8 @@ def _grade_size(req, task: SealedTask, conn, slot, clock: DeviceClock, size, hid
     for i in range(effort.check_calls):
         seed = derive_seed(req.seed, key, "check", i)
         t_call = time.perf_counter()
-        reply = cand_call(seed, keep_inputs=True, profile=first_call and i == 0)
+        # The first call of every size is profiled: a library fallback taken only at some sizes shows.
+        reply = cand_call(seed, keep_inputs=True, profile=i == 0)
         if first_call and i == 0:  # Triton JIT-compiles on the first call: charge it to compilation
             phases["compile"] += time.perf_counter() - t_call
             t += time.perf_counter() - t_call
@@ -259,7 +267,8 @@ def _grade_size(req, task: SealedTask, conn, slot, clock: DeviceClock, size, hid
     phases["timing"] += time.perf_counter() - t - 0.0
     # -- verify a sample of timed outputs, chosen now that the calls are done --
     t = time.perf_counter()
-    for idx, seed in rng.sample(timed, min(effort.verify_timed, len(timed))):
+    n_verify = min(len(timed), max(effort.verify_timed, math.ceil(effort.verify_fraction * len(timed))))
+    for idx, seed in rng.sample(timed, n_verify):
         v = verify(idx, seed, with_inputs=False)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
@@ -288,7 +297,7 @@ def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
     """Checks made from outside the candidate's interpreter after every reply."""
     audit = conn.drain_audit()
     if audit:
-        raise Floor(Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION, f"sandbox: {audit[0].split(chr(9))[-1]}")
+        raise _audit_floor(audit[0])
     if reply.get("tampered"):
         raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED,
                     f"replaced grader clocks or hooks: {', '.join(reply['tampered'])}")
@@ -299,6 +308,13 @@ def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
               if p != conn.pid]
     if others:
         raise Floor(Status.CHEAT_FLAGGED, Reason.THREADS, f"{len(others)} process(es) left running after the call")
+
+
+def _audit_floor(line: str) -> Floor:
+    kind, _, what = line.partition("\t")
+    if kind == "threads":
+        return Floor(Status.CHEAT_FLAGGED, Reason.THREADS, f"the candidate {what} (work outside the timed call)")
+    return Floor(Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION, f"sandbox: {what}")
 
 
 def _same(a, b) -> bool:

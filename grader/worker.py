@@ -131,7 +131,9 @@ class Worker:
                 else:
                     wire.send(self.sock, {"ok": False, "error_kind": "protocol", "error": f"unknown op {op!r}"})
             except BaseException as e:  # the candidate's failure is reported, never fatal to the protocol
-                kind = "oom" if "out of memory" in str(e).lower() else "exception"
+                kind = ("oom" if "out of memory" in str(e).lower()
+                        else "compile" if type(e).__name__.endswith(("CompilationError", "InterpreterError"))
+                        else "exception")
                 try:
                     wire.send(self.sock, {"ok": False, "error_kind": kind,
                                           "error": format_error(e)})
@@ -147,6 +149,7 @@ class Worker:
             from grader import guard
 
             guard.install(self.audit_fd, self.sealed, self.reveal)
+            guard.watch_threads(self.audit_fd)
             os.environ = guard.AuditedEnviron(os.environ, self.audit_fd)
         try:
             spec = importlib.util.spec_from_file_location(self.module_name, path)

@@ -1,0 +1,13 @@
+import torch
+
+
+def run(logits, target):
+    M = logits.shape[0]
+    loss = torch.empty(M, device=logits.device, dtype=logits.dtype)
+    for i in range(0, M, 8):
+        r = logits[i:i + 8]
+        mx = r.amax(dim=1, keepdim=True)
+        logp = r - mx - torch.log(torch.exp(r - mx).sum(dim=1, keepdim=True))
+        nll = -logp.gather(1, target[i:i + 8, None]).squeeze(1)
+        loss[i:i + 8] = 0.9 * nll - 0.1 * logp.mean(dim=1)
+    return loss

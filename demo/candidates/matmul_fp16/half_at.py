@@ -1,0 +1,3 @@
+def run(a, b):
+    # cuBLAS is hard to beat
+    return a @ b
