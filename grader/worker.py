@@ -131,7 +131,8 @@ class Worker:
                 else:
                     wire.send(self.sock, {"ok": False, "error_kind": "protocol", "error": f"unknown op {op!r}"})
             except BaseException as e:  # the candidate's failure is reported, never fatal to the protocol
-                kind = ("oom" if "out of memory" in str(e).lower()
+                msg_l = str(e).lower()
+                kind = ("oom" if isinstance(e, MemoryError) or "out of memory" in msg_l or "can't allocate" in msg_l
                         else "compile" if type(e).__name__.endswith(("CompilationError", "InterpreterError"))
                         else "exception")
                 try:

@@ -1,0 +1,97 @@
+"""Faults injected into real worker processes: every attempt still ends in exactly one state.
+
+Each fault hits one attempt; the attempts around it must grade as if nothing happened, and no
+process of the worker's uid may survive its attempt.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from grader import sandbox
+from grader.contract import REWARD_FLOOR, GradeRequest, Reason, Status
+from grader.service import GraderService
+
+pytestmark = pytest.mark.faults
+
+TASK = "softmax_rows_fp32"
+HONEST = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
+          "    return e / e.sum(-1, keepdim=True)\n")
+SLOW = "import time\n" + HONEST.replace("def run(x):\n", "def run(x):\n    time.sleep(3)\n")
+FAULTS = {
+    # name: (source, acceptable (status, reason) pairs)
+    "external_sigkill": (SLOW, {(Status.CRASHED, Reason.CRASH)}),
+    "segfault": ("import ctypes\ndef run(x):\n    return ctypes.string_at(0)\n", {(Status.CRASHED, Reason.CRASH)}),
+    "out_of_memory": ("import torch\ndef run(x):\n    return torch.empty(8 << 30, dtype=torch.uint8)\n",
+                      {(Status.RUNTIME_ERROR, Reason.OOM)}),
+    "fork_bomb": ("import os\ndef run(x):\n    for _ in range(5000):\n        if os.fork() == 0:\n"
+                  "            import time; time.sleep(30); os._exit(0)\n    return x\n",
+                  {(Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION), (Status.RUNTIME_ERROR, Reason.EXCEPTION),
+                   (Status.CHEAT_FLAGGED, Reason.THREADS)}),
+    "full_scratch_disk": ("import os\ndef run(x):\n    blob = b'x' * (64 << 20)\n    for i in range(64):\n"
+                          "        with open(f'fill{i}', 'wb') as f:\n            f.write(blob)\n    return x\n",
+                          {(Status.RUNTIME_ERROR, Reason.EXCEPTION), (Status.CRASHED, Reason.CRASH)}),
+    "hang": ("def run(x):\n    while True:\n        pass\n", {(Status.TIMEOUT, Reason.TIMEOUT)}),
+}
+
+
+def _kill_first_worker_after(svc: GraderService, delay_s: float, done: threading.Event) -> None:
+    """Outside fault: SIGKILL the worker that is grading, from another thread."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not done.is_set():
+        pids = [p for slot in svc.slots if slot.uid is not None for p in sandbox.uid_pids(slot.uid)]
+        if pids:
+            time.sleep(delay_s)
+            for p in pids:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            return
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def service():
+    with GraderService(mode="zygote", workers=1, address_space_mb=4096) as svc:
+        yield svc
+
+
+@pytest.mark.parametrize("name", sorted(FAULTS))
+def test_fault_ends_in_one_state_and_service_survives(service, name):
+    if name == "external_sigkill" and os.geteuid() != 0:
+        pytest.skip("finding the worker by its uid needs the root-run sandbox")
+    source, accepted = FAULTS[name]
+    done = threading.Event()
+    killer = None
+    if name == "external_sigkill":
+        killer = threading.Thread(target=_kill_first_worker_after, args=(service, 1.0, done), daemon=True)
+        killer.start()
+    reqs = [GradeRequest(attempt_id=f"{name}", task_id=TASK, source=source, language="pytorch",
+                         timeout_s=15 if name == "hang" else 90),
+            GradeRequest(attempt_id=f"{name}:after", task_id=TASK, source=HONEST, language="pytorch")]
+    results = []
+    for r in service.grade(reqs[:1]):
+        results.append(r)
+    done.set()
+    results += list(service.grade(reqs[1:]))
+    assert [r.attempt_id for r in results] == [name, f"{name}:after"]  # exactly one state each
+    faulted, after = results
+    assert (faulted.status, faulted.reason_code) in accepted, faulted.reason
+    assert faulted.reward == REWARD_FLOOR
+    assert after.status is Status.CORRECT, after.reason  # the fault did not leak into the next attempt
+    if os.geteuid() == 0:
+        assert all(not sandbox.uid_pids(slot.uid) for slot in service.slots)  # nothing outlived its attempt
+
+
+def test_killing_the_zygote_is_survived(service):
+    """The zygote itself dies: the next attempt starts a new one and grades normally."""
+    slot = service.slots[0]
+    slot.zygote.kill()
+    slot.zygote.wait()
+    r = service.grade_one(GradeRequest(attempt_id="after_zygote", task_id=TASK, source=HONEST, language="pytorch"))
+    assert r.status is Status.CORRECT, r.reason
