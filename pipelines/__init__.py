@@ -1,0 +1,1 @@
+"""kerneltraj pipelines: Dagster definitions, resources, the warehouse, the CLI, importers and publishing."""

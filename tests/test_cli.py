@@ -1,0 +1,96 @@
+"""The `kerneltraj` command line: arguments, the project-local Dagster home, errors, and `import`."""
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+
+import dagster as dg
+import pytest
+
+from assets import ingest
+from pipelines import cli
+from pipelines.resources import AttemptSources, Settings, Warehouse
+from pipelines.warehouse import connect, query_dicts, scalar
+from tests.conftest import REPO_ROOT, SHARED_DATA, project_env
+
+
+def test_console_script_points_at_main():
+    eps = {e.name: e.value for e in importlib.metadata.entry_points(group="console_scripts")}
+    assert eps.get("kerneltraj") == "pipelines.cli:main"
+
+
+def test_release_flags_override_settings(monkeypatch, tmp_path):
+    monkeypatch.setenv("KERNELTRAJ_STATE_DIR", str(tmp_path / "state"))
+    args = cli.build_parser().parse_args(["release", "--version", "v9.9.9", "--workers", "3", "--mode", "fresh",
+                                          "--inputs", "a.jsonl", "b.jsonl", "--timeout-s", "5"])
+    s = cli.settings_from_args(args)
+    assert (s.release_version, s.workers, s.grader_mode, s.timeout_s) == ("v9.9.9", 3, "fresh", 5.0)
+    assert [os.path.basename(p) for p in s.inputs] == ["a.jsonl", "b.jsonl"]
+    assert s.warehouse_path == tmp_path / "state" / "warehouse.duckdb"
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["release", "--mode", "threads"])
+
+
+def test_dagster_home_is_project_local_unless_set(monkeypatch, tmp_path):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    settings = Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path / "state")})
+    home = cli.ensure_dagster_home(settings)
+    assert home == tmp_path / "state" / "dagster_home"
+    assert os.environ["DAGSTER_HOME"] == str(home)
+    assert (home / "dagster.yaml").read_text() == (REPO_ROOT / "dagster_home" / "dagster.yaml").read_text()
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "mine"))
+    assert cli.ensure_dagster_home(settings) == tmp_path / "mine"
+    assert (tmp_path / "mine" / "dagster.yaml").exists()
+
+
+def _run(env, *args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=REPO_ROOT)
+
+
+def test_status_without_a_warehouse_says_so(tmp_path):
+    proc = _run(project_env(tmp_path, ()), "status", "--json")
+    assert proc.returncode == 2
+    assert "no warehouse" in proc.stderr and "kerneltraj release" in proc.stderr
+
+
+def test_import_rejects_unknown_format(tmp_path):
+    proc = _run(project_env(tmp_path, ()), "import", "no-such-format", str(tmp_path))
+    assert proc.returncode == 2 and "known:" in proc.stderr
+
+
+@pytest.mark.slow
+def test_import_feeds_the_next_ingest(tmp_path, monkeypatch):
+    """`kerneltraj import cuda-l1` writes attempts, refusals and cards that the raw_attempts stage admits."""
+    src = SHARED_DATA / "cuda-l1" / "h100.jsonl"
+    sample = tmp_path / "h100.jsonl"
+    sample.write_bytes(b"\n".join(src.read_bytes().split(b"\n")[:4]) + b"\n")
+    env = project_env(tmp_path, ())
+    env.pop("KERNELTRAJ_INPUTS")
+    proc = _run(env, "import", "cuda-l1", str(sample), timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert summary["attempts"] + summary["quarantined"] == 4
+    settings = Settings.from_env(env)
+    assert any("imports/cuda-l1/attempts.jsonl" in p for p in settings.inputs)
+    assert settings.task_files and settings.quarantine_files
+
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    cli.ensure_dagster_home(settings)
+    wh = Warehouse(path=str(settings.warehouse_path))
+    imported = [p for p in settings.inputs if "imports" in p]
+    with dg.DagsterInstance.get() as instance:
+        result = dg.materialize([ingest.raw_attempts, *ingest.CHECKS], instance=instance, resources={
+            "warehouse": wh, "attempt_sources": AttemptSources(paths=imported, task_files=list(settings.task_files),
+                                                               quarantine_files=list(settings.quarantine_files))})
+    assert result.success
+    assert all(e.passed for e in result.get_asset_check_evaluations())
+    with connect(wh.path) as con:
+        assert scalar(con, "SELECT count(*) FROM raw_attempts") == summary["attempts"]
+        assert scalar(con, "SELECT count(*) FROM quarantine") == summary["quarantined"]
+        rows = query_dicts(con, "SELECT source_format, json_extract_string(extra, '$.import_origin') AS o "
+                                "FROM raw_attempts")
+    assert all(r["source_format"] == "cuda-l1" and r["o"].startswith(str(sample)) for r in rows)
