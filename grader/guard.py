@@ -30,6 +30,8 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
     sealed = tuple(os.path.realpath(p).rstrip("/") + "/" for p in sealed_paths if p)
     allowed = tuple(os.path.realpath(p).rstrip("/") + "/" for p in revealed if p)
     own_pid = str(os.getpid())
+    own_code = os.path.dirname(os.path.realpath(__file__)) + "/"
+    sealed_code = own_code + "catalogue/"
     write = os.write  # captured: patching os.write later does not silence the channel
 
     def report(kind: str, detail: str) -> None:
@@ -42,6 +44,8 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
         p = os.path.realpath(path) if path else ""
         if allowed and (p.startswith(allowed) or p + "/" in allowed):
             return None
+        if p.startswith(own_code) and not p.startswith(sealed_code) and p.endswith((".py", ".pyc")):
+            return None  # the grader's own source (open source anyway): tracebacks read it
         if p.startswith(sealed) or p.rstrip("/") + "/" in sealed:
             return f"read sealed path {p}"
         if p.startswith("/proc/") and not p.startswith(("/proc/self/", f"/proc/{own_pid}/")):
@@ -52,10 +56,15 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
             return f"read a home directory {p}"
         return None
 
-    watched = frozenset({"open", "os.listdir", "os.scandir", "glob.glob", "os.chdir", *_FORBIDDEN_EVENTS})
+    watched = frozenset({"open", "os.listdir", "os.scandir", "glob.glob", "os.chdir", "object.__setattr__",
+                         *_FORBIDDEN_EVENTS})
 
     def hook(event: str, args: tuple) -> None:
         if event not in watched:  # the hot path: most events (attribute access, imports) pass at once
+            return
+        if event == "object.__setattr__":
+            if len(args) > 1 and args[1] == "__code__":  # a function's code swapped in place
+                report("clock", f"replaced the code of {getattr(args[0], '__qualname__', '?')}")
             return
         if event == "open":
             path = args[0]

@@ -314,6 +314,8 @@ def _audit_floor(line: str) -> Floor:
     kind, _, what = line.partition("\t")
     if kind == "threads":
         return Floor(Status.CHEAT_FLAGGED, Reason.THREADS, f"the candidate {what} (work outside the timed call)")
+    if kind == "clock":
+        return Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"the candidate {what}")
     return Floor(Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION, f"sandbox: {what}")
 
 

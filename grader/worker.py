@@ -5,9 +5,12 @@ poison the allocator, flush L2, run the candidate once, time it device-wide, and
 output. Every call looks the same to the candidate (no correctness phase vs timing phase): the
 sealed parent picks which outputs to fetch and verify only after the calls return.
 
-Clocks and hooks are captured here before candidate code loads; after each call the worker
-reports whether any of them were replaced, and the parent cross-checks the reported times with
-its own clock. The worker is discarded after one attempt.
+The candidate shares this interpreter, so nothing on the timing and reporting path is looked up
+by name once it has loaded: the protocol loop holds its functions as locals, and after every
+request an integrity check compares every module, class and instance on that path (and every
+function's code) with a snapshot taken before the candidate existed. Function code swaps are
+also reported at once by the audit hook. The parent cross-checks the reported times with its
+own clock. The worker is discarded after one attempt.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from grader import wire
 
 _perf_ns = time.perf_counter_ns  # captured before any candidate code exists
 LAUNCHES: dict[str, int] = {}
+LOAD_CHANGES = frozenset({"Worker.fn", "os.environ"})
 
 
 def format_error(e: BaseException) -> str:
@@ -31,9 +35,30 @@ def format_error(e: BaseException) -> str:
     return "\n".join([f"{type(e).__name__}: {e}"] + frames[-12:])[:4000]
 
 
-def _install_launch_hooks() -> dict:
-    """Count launches of @triton.jit kernels by defining module, for the own-kernel check."""
-    hooked = {}
+def _error_kind(e: BaseException) -> str:
+    text = str(e).lower()
+    if isinstance(e, MemoryError) or "out of memory" in text or "can't allocate" in text:
+        return "oom"
+    if type(e).__name__.endswith(("CompilationError", "InterpreterError")):  # Triton compiles at first launch
+        return "compile"
+    return "exception"
+
+
+def _grid_size(grid, kwargs) -> int | None:
+    try:
+        g = grid(kwargs) if callable(grid) else grid
+        g = tuple(g) if isinstance(g, (tuple, list)) else (g,)
+        n = 1
+        for d in g:
+            n *= int(d)
+        return n
+    except Exception:  # noqa: BLE001 - an unreadable grid counts as a launch; Triton decides
+        return None
+
+
+def _install_launch_hooks() -> list:
+    """Count launches of @triton.jit kernels (with at least one program) by defining module."""
+    hooked = []
     try:
         import triton.runtime.jit as jit
 
@@ -48,23 +73,61 @@ def _install_launch_hooks() -> dict:
             orig = cls.run
 
             def run(self, *args, _orig=orig, grid, warmup, **kwargs):
-                if not warmup:
+                if not warmup and _grid_size(grid, kwargs) != 0:  # an empty grid runs nothing (threat 18)
                     fn = getattr(self, "fn", None)
                     key = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__name__', '?')}"
                     LAUNCHES[key] = LAUNCHES.get(key, 0) + 1
                 return _orig(self, *args, grid=grid, warmup=warmup, **kwargs)
 
             cls.run = run
-            hooked[f"{cls.__module__}.{cls.__name__}.run"] = (cls, "run", run)
+            hooked.append(cls)
     except ImportError:
         pass
     return hooked
+
+
+def make_integrity_check(owners: list, _vars=vars, _id=id, _callable=callable, _getattr=getattr):
+    """A closure that lists what changed among `owners` since it was made (names, not values).
+
+    Builtins are bound as defaults, so replacing `builtins.id` or `vars` later changes nothing here.
+    """
+    def take() -> dict:
+        snap = {}
+        for i, owner in enumerate(owners):
+            try:
+                items = list(_vars(owner).items())
+            except TypeError:
+                continue
+            for name, value in items:
+                snap[(i, name)] = _id(value)
+                code = _getattr(_getattr(value, "__func__", value), "__code__", None) if _callable(value) else None
+                if code is not None:
+                    snap[(i, name, "code")] = _id(code)
+        return snap
+
+    base = take()
+    labels = [_getattr(o, "__name__", type(o).__name__) for o in owners]
+
+    def check(rebase: bool = False, expected: frozenset = frozenset()) -> list[str]:
+        # Only names that existed matter (the grader looks up nothing else); new names such as a
+        # lazily imported submodule are no tampering.
+        nonlocal base
+        now = take()
+        changed = sorted({f"{labels[k[0]]}.{k[1]}" for k in base if base[k] != now.get(k)} - expected)
+        if rebase:
+            base = now
+        return changed
+
+    return check
 
 
 class Worker:
     def __init__(self, sock: socket.socket, device: str, audit_fd: int | None = None, sealed: list[str] = (),
                  reveal: list[str] = ()):
         import torch
+        import torch.profiler
+
+        from grader import guard, inputs, timing
 
         self.sock = sock
         self.audit_fd = audit_fd
@@ -78,70 +141,58 @@ class Worker:
             torch.cuda.init()
             torch.cuda.set_device(0)
         self._Tensor = torch.Tensor
-        from grader import inputs
-        from grader.timing import DeviceClock
-
-        self.clock = DeviceClock(device)
-
+        self.clock = timing.DeviceClock(device)
         self._make_inputs = inputs.make_inputs
-        self._guards = {
-            "time.perf_counter_ns": (time, "perf_counter_ns", time.perf_counter_ns),
-            "time.perf_counter": (time, "perf_counter", time.perf_counter),
-            "time.time": (time, "time", time.time),
-            "grader.inputs.make_inputs": (inputs, "make_inputs", inputs.make_inputs),
-            "torch.Tensor": (torch, "Tensor", torch.Tensor),
-        }
-        if self.cuda:
-            self._guards.update({
-                "torch.cuda.synchronize": (torch.cuda, "synchronize", torch.cuda.synchronize),
-                "torch.cuda.Event": (torch.cuda, "Event", torch.cuda.Event),
-                "torch.cuda.Event.elapsed_time": (torch.cuda.Event, "elapsed_time", torch.cuda.Event.elapsed_time),
-                "torch.cuda.Event.record": (torch.cuda.Event, "record", torch.cuda.Event.record),
-            })
-        self._guards.update(_install_launch_hooks())
+        hooked = _install_launch_hooks()
         self.kept: list = []
         self.kept_inputs: dict[int, list] = {}
         self.fn = None
         self.module_name = "candidate"
         self.sync_overhead_ms = self.clock.sync_overhead_ms
         self._warm_profiler()  # its helper threads exist before the parent takes the thread baseline
+        owners = [sys.modules[__name__], wire, inputs, timing, guard, time, os, torch, torch.Tensor, torch.profiler,
+                  torch.profiler.profile, Worker, timing.DeviceClock, self.clock, *hooked]
+        if self.cuda:
+            owners += [torch.cuda, torch.cuda.Event]
+        self._owners = owners
 
     # ---- protocol ----
     def serve(self) -> None:
+        # Everything the loop needs is a local from here on: patching names later reaches none of it.
+        sock, send, recv, send_fd, close, fmt, kind_of = (self.sock, wire.send, wire.recv, wire.send_fd, os.close,
+                                                          format_error, _error_kind)
+        ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release}
+        check = make_integrity_check(self._owners + [self])
         while True:
             try:
-                msg, payload = wire.recv(self.sock)
+                msg, _ = recv(sock)
             except wire.WireError:
                 return
             op = msg.get("op")
+            if op == "bye":
+                send(sock, {"ok": True})
+                return
+            fd = None
             try:
-                if op == "load":
-                    self._load(msg)
-                elif op == "call":
-                    self._call(msg)
-                elif op == "fetch":
-                    self._fetch(msg)
-                elif op == "release":
-                    self.kept.clear()
-                    self.kept_inputs.clear()
-                    wire.send(self.sock, {"ok": True})
-                elif op == "bye":
-                    wire.send(self.sock, {"ok": True})
-                    return
+                handler = ops.get(op)
+                if handler is None:
+                    reply = {"ok": False, "error_kind": "protocol", "error": f"unknown op {op!r}"}
                 else:
-                    wire.send(self.sock, {"ok": False, "error_kind": "protocol", "error": f"unknown op {op!r}"})
+                    reply, fd = handler(msg)
             except BaseException as e:  # the candidate's failure is reported, never fatal to the protocol
-                msg_l = str(e).lower()
-                kind = ("oom" if isinstance(e, MemoryError) or "out of memory" in msg_l or "can't allocate" in msg_l
-                        else "compile" if type(e).__name__.endswith(("CompilationError", "InterpreterError"))
-                        else "exception")
-                try:
-                    wire.send(self.sock, {"ok": False, "error_kind": kind,
-                                          "error": format_error(e)})
-                except OSError:
-                    return
+                reply = {"ok": False, "error_kind": kind_of(e), "error": fmt(e)}
+            # Loading legitimately sets the entry point and the audited environment; nothing else may change.
+            reply["tampered"] = check(rebase=op == "load", expected=LOAD_CHANGES if op == "load" else frozenset())
+            try:
+                if fd is not None:
+                    send_fd(sock, reply, fd)
+                    close(fd)
+                else:
+                    send(sock, reply)
+            except OSError:
+                return
 
-    def _load(self, msg: dict) -> None:
+    def _load(self, msg: dict):
         t0 = _perf_ns()
         path = os.path.join(os.getcwd(), "candidate.py")
         with open(path, "w") as f:
@@ -161,14 +212,11 @@ class Worker:
             if not callable(fn):
                 raise TypeError(f"entry point {msg.get('entry_point')!r} is not callable")
         except BaseException as e:
-            wire.send(self.sock, {"ok": False, "error_kind": "compile",
-                                  "error": format_error(e)})
-            return
+            return {"ok": False, "error_kind": "compile", "error": format_error(e)}, None
         self.fn = fn
-        wire.send(self.sock, {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "tampered": self._tampered()})
+        return {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6}, None
 
-    def _call(self, msg: dict) -> None:
-        torch = self.torch
+    def _call(self, msg: dict):
         t_begin = _perf_ns()
         inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
         self._poison(msg["out_nbytes"])
@@ -189,11 +237,8 @@ class Worker:
         self.kept.append(out if exact else None)
         if msg.get("keep_inputs"):
             self.kept_inputs[idx] = inputs
-        wire.send(self.sock, {
-            "ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "meta": meta,
-            "launches": launched, "ops": ops, "kernels": kernels, "tampered": self._tampered(),
-            "span_ms": (_perf_ns() - t_begin) / 1e6,
-        })
+        return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "meta": meta, "launches": launched,
+                "ops": ops, "kernels": kernels, "span_ms": (_perf_ns() - t_begin) / 1e6}, None
 
     def _profiled(self, inputs):
         from torch.profiler import ProfilerActivity, profile
@@ -207,35 +252,26 @@ class Worker:
             (kernels if dev == "CUDA" else ops).add(ev.name)
         return out, ms, host_ms, sorted(ops)[:400], sorted(kernels)[:400]
 
-    def _fetch(self, msg: dict) -> None:
+    def _fetch(self, msg: dict):
         idx = int(msg["idx"])
         out = self.kept[idx] if 0 <= idx < len(self.kept) else None
         if out is None:
-            wire.send(self.sock, {"ok": False, "error_kind": "protocol", "error": f"no kept output {idx}"})
-            return
+            return {"ok": False, "error_kind": "protocol", "error": f"no kept output {idx}"}, None
         parts = [out] + list(self.kept_inputs.get(idx, []) if msg.get("with_inputs") else [])
         metas, fd = wire.tensors_to_memfd(parts)
-        try:
-            wire.send_fd(self.sock, {"ok": True, "tensors": metas}, fd)
-        finally:
-            os.close(fd)
+        return {"ok": True, "tensors": metas}, fd
+
+    def _release(self, msg: dict):
+        self.kept.clear()
+        self.kept_inputs.clear()
+        return {"ok": True}, None
 
     # ---- helpers ----
     def _poison(self, nbytes: int) -> None:
         """Hand the next allocation of the output's size NaN-filled memory (stale results fail)."""
-        torch = self.torch
-        if nbytes <= 0:
-            return
-        n = (nbytes + 3) // 4
-        p = torch.full((n,), float("nan"), dtype=torch.float32, device=self.device)
-        del p
-
-    def _tampered(self) -> list[str]:
-        bad = []
-        for name, (owner, attr, orig) in self._guards.items():
-            if getattr(owner, attr, None) is not orig:
-                bad.append(name)
-        return bad
+        if nbytes > 0:
+            p = self.torch.full(((nbytes + 3) // 4,), float("nan"), dtype=self.torch.float32, device=self.device)
+            del p
 
     def _warm_profiler(self) -> None:
         from torch.profiler import ProfilerActivity, profile
@@ -244,5 +280,3 @@ class Worker:
         with profile(activities=acts):
             self.torch.zeros(8, device=self.device).add_(1)
         self.clock.sync()
-
-

@@ -40,7 +40,13 @@ def child_main(sock: socket.socket, audit_fd: int, cfg: dict) -> None:
                TORCH_EXTENSIONS_DIR=os.path.join(scratch, ".torch_extensions"))
     os.environ.clear()
     os.environ.update(env)
-    sys.path[:] = [p for p in sys.path if p and os.path.isdir(p) and os.access(p, os.R_OK)]
+    # Entries inside hidden directories would make every new import scan a sealed path.
+    hidden = tuple(h.rstrip("/") + "/" for h in cfg["hide"])
+    revealed = tuple(r.rstrip("/") + "/" for r in cfg.get("reveal", []))
+    sys.path[:] = [p for p in sys.path if p and os.path.isdir(p) and os.access(p, os.R_OK)
+                   and (not (os.path.realpath(p) + "/").startswith(hidden)
+                        or (os.path.realpath(p) + "/").startswith(revealed))]
+    sys.path_importer_cache.clear()
     from grader.worker import Worker
 
     t_sandbox = time.perf_counter()
@@ -63,6 +69,14 @@ def _preimport(device: str) -> None:
     import grader.sandbox  # noqa: F401
     import grader.timing  # noqa: F401
     import grader.worker  # noqa: F401
+
+    # Source lines of the grader, cached now: tracebacks formed later must not read the checkout.
+    import linecache
+
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None) or ""
+        if f.endswith(".py") and f.startswith(os.path.dirname(os.path.dirname(grader.worker.__file__))):
+            linecache.getlines(f)
 
     # The first profiler session imports these (seconds); import them once here, before any fork.
     # Running the profiler itself here would start native threads that a fork cannot carry.
