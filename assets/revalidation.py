@@ -11,20 +11,16 @@ from dagster import AssetExecutionContext
 from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, counts_md, table_metadata
 from assets.grading import PASS_REVALIDATION, grade_checks, grade_pending
 from grader.contract import Status
+from grader.labels import TIE_BAND_LOG2, point_label
 from pipelines.resources import GradingBackend, Warehouse
 from pipelines.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
 
-TIE_BAND_LOG2 = 0.1
-"""|log2 speedup| below this is a tie: about 7% either way, inside run-to-run timing noise."""
-
-
 def speed_label(status: str, reward: float | None) -> str | None:
-    """faster / slower / tie for a correct grade (reward = log2 speedup), None otherwise."""
+    """faster / slower / tie for a correct grade (reward = log2 speedup), None otherwise (one tie band:
+    grader.labels)."""
     if status != Status.CORRECT.value or reward is None:
         return None
-    if abs(reward) < TIE_BAND_LOG2:
-        return "tie"
-    return "faster" if reward > 0 else "slower"
+    return point_label(reward)
 
 
 @dg.asset(

@@ -47,6 +47,10 @@ SELECT status, count(*) AS n FROM current_grades WHERE grading_pass = $grading_p
 SELECT attempt_id, status, reason_code, reward, speedup_geomean, total_s, device, seed
 FROM current_grades WHERE grading_pass = 'primary' ORDER BY attempt_id LIMIT 8;
 
+-- name: reward_vs_speed
+-- Every current grade of a pass with the speed the timer measured (also for floored attempts): the picture.
+SELECT status, reward, measured_speedup_geomean FROM current_grades WHERE grading_pass = $grading_pass;
+
 -- name: cheats
 -- Planted cheats of the demo corpus, with their grade in this pass (NULL when ungraded: that fails too).
 SELECT r.attempt_id, json_extract_string(r.extra, '$.intended') AS intended, g.status, g.reward
