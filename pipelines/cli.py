@@ -1,4 +1,4 @@
-"""The `kerneltraj` command: release, status, lineage, import, ui.
+"""The `kerneltraj` command: release, status, lineage, import, publish, ui.
 
 `kerneltraj release` materialises the whole release in this process against a real Dagster
 instance (DAGSTER_HOME, default <repo>/.kerneltraj/dagster_home), so the run, its logs, its
@@ -282,6 +282,60 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_publish(args: argparse.Namespace) -> int:
+    """Run `publish_job` (the latest or the named release to the Hub), or write its exact commit with --dry-run."""
+    _quiet_dagster()
+    import dagster as dg
+
+    from assets.publish import UNCONFIGURED, read_publish_record
+    from pipelines.definitions import PUBLISH_JOB, build_defs
+    from pipelines.hub import HubPublisher
+    from pipelines.warehouse import connect, load_sql, query_dicts
+
+    settings = dataclasses.replace(settings_from_args(args), **{k: v for k, v in (
+        ("hub_endpoint", args.endpoint), ("hub_repo", args.repo)) if v})
+    if args.dry_run:
+        version = args.version
+        if not version:
+            with connect(settings.warehouse_path, read_only=True) as con:
+                latest = query_dicts(con, load_sql("release.latest"))
+            if not latest:
+                print("kerneltraj publish: no release recorded: run `kerneltraj release` first", file=sys.stderr)
+                return 2
+            version = latest[0]["version"]
+        hub = HubPublisher(endpoint=settings.hub_endpoint, repo_id=settings.hub_repo or "<unset>")
+        manifest = hub.dry_run(settings.releases_dir / version, version, Path(args.dry_run))
+        print(json.dumps({"dry_run": str(manifest), "version": version, "repo_id": hub.repo_id}, indent=1))
+        return 0
+    if not settings.hub_repo:
+        print(f"kerneltraj publish: {UNCONFIGURED}", file=sys.stderr)
+        return 2
+    ensure_dagster_home(settings)
+    instance = dg.DagsterInstance.get()
+    job = build_defs(settings).resolve_job_def(PUBLISH_JOB)
+    run_config = {"ops": {"published_release": {"config": {"version": args.version or ""}}},
+                  "loggers": {"console": {"config": {"log_level": "CRITICAL" if not args.verbose else "DEBUG"}}}}
+    result = job.execute_in_process(instance=instance, raise_on_error=False, run_config=run_config,
+                                    tags={RUN_TAG_PID: str(os.getpid()), RUN_TAG_HOST: socket.gethostname()})
+    if not result.success:
+        failure = next((e for e in result.all_events if e.is_step_failure), None)
+        err = failure.step_failure_data.error if failure else None
+        while err is not None and err.cause is not None:  # Dagster wraps ours: say the cause, not the wrapper
+            err = err.cause
+        why = err.message.strip() if err else "see `kerneltraj ui`"
+        print(f"kerneltraj publish: run {result.run_id} failed: {why}", file=sys.stderr)
+        return 1
+    md = result.asset_materializations_for_node("published_release")[0].metadata
+    record = read_publish_record(Path(md["record"].value).parent, md["tag"].value)
+    print(json.dumps(record, indent=1, default=str))
+    failed = [e.check_name for e in result.get_asset_check_evaluations() if not e.passed]
+    if failed:
+        print(f"kerneltraj publish: published, but the read-back check failed: {', '.join(failed)} "
+              f"(inspect run {result.run_id} with `kerneltraj ui`)", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     """`dg dev` (webserver + daemon, which the run queue needs) on this project's Dagster instance."""
     settings = settings_from_args(args)
@@ -328,6 +382,15 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("format", help="importer name (see pipelines.importers.IMPORTERS)")
     imp.add_argument("paths", nargs="+", help="files or folders of that corpus")
     imp.set_defaults(fn=cmd_import)
+
+    pub = sub.add_parser("publish", help="publish the latest (or a named) release to a Hugging Face Hub repo")
+    pub.add_argument("--version", help="release version to publish (default the latest release)")
+    pub.add_argument("--dry-run", metavar="DIR", help="write the exact commit (manifest.json + files) to DIR; "
+                                                      "no network")
+    pub.add_argument("--endpoint", help="Hub base URL (default KERNELTRAJ_HUB_ENDPOINT or https://huggingface.co)")
+    pub.add_argument("--repo", help="dataset repo namespace/name (default KERNELTRAJ_HUB_REPO)")
+    pub.add_argument("-v", "--verbose", action="store_true", help="also print Dagster's own event log")
+    pub.set_defaults(fn=cmd_publish)
 
     ui = sub.add_parser("ui", help="start the Dagster UI (webserver + daemon) on this project's instance")
     ui.add_argument("--host", default="127.0.0.1")

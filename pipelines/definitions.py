@@ -7,25 +7,35 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import ASSETS, CHECKS
+from assets import ASSETS, CHECKS, PUBLISH_ASSETS
+from pipelines.hub import HubPublisher
 from pipelines.resources import (AttemptSources, ReleaseTarget, Settings, Warehouse, backend_from)
 
 RELEASE_JOB = "release_job"
+PUBLISH_JOB = "publish_job"
 
 release_job = dg.define_asset_job(
     RELEASE_JOB,
-    selection=dg.AssetSelection.all(),
+    # Everything except publishing, which leaves the machine and runs only when asked.
+    selection=dg.AssetSelection.all() - dg.AssetSelection.assets(*PUBLISH_ASSETS),
     description="Materialise a complete dataset release: ingest, grade, trajectories, recheck, splits, "
                 "accounting and the parquet + dataset card, with every asset check.",
+)
+
+publish_job = dg.define_asset_job(
+    PUBLISH_JOB,
+    selection=dg.AssetSelection.assets(*PUBLISH_ASSETS),
+    description="Publish the latest release (or run config `version`) to the Hub as a tagged commit; refused "
+                "while any blocking check's latest outcome is not a pass.",
 )
 
 
 def build_defs(settings: Settings) -> dg.Definitions:
     """Definitions wired to one project's settings (paths and grader options)."""
     return dg.Definitions(
-        assets=ASSETS,
+        assets=[*ASSETS, *PUBLISH_ASSETS],
         asset_checks=CHECKS,
-        jobs=[release_job],
+        jobs=[release_job, publish_job],
         resources={
             "warehouse": Warehouse(path=str(settings.warehouse_path)),
             "grader": backend_from(settings),
@@ -34,6 +44,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
                                               quarantine_files=list(settings.quarantine_files)),
             "release_target": ReleaseTarget(releases_dir=str(settings.releases_dir), version=settings.release_version,
                                             splits_dir=str(settings.splits_dir)),
+            "hub": HubPublisher(endpoint=settings.hub_endpoint, repo_id=settings.hub_repo),
         },
         # One step at a time: the DuckDB warehouse has a single writer, and grading holds the GPU pool.
         executor=dg.in_process_executor,

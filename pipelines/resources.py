@@ -56,6 +56,10 @@ class Settings:
     """Extra tries for an attempt the grader could not judge (infra_error) (KERNELTRAJ_RETRIES)."""
     release_version: str
     """Version folder and tag of the release (KERNELTRAJ_RELEASE_VERSION, default v<package version>)."""
+    hub_endpoint: str = "https://huggingface.co"
+    """Hub base URL releases are published to (KERNELTRAJ_HUB_ENDPOINT); the write token is read from HF_TOKEN."""
+    hub_repo: str = ""
+    """Hub dataset repo `namespace/name` (KERNELTRAJ_HUB_REPO); empty: publishing is not configured."""
 
     @staticmethod
     def from_env(env: dict[str, str] | None = None) -> "Settings":
@@ -80,6 +84,8 @@ class Settings:
             profile=env.get("KERNELTRAJ_PROFILE", "auto"),
             retries=int(env.get("KERNELTRAJ_RETRIES", "1")),
             release_version=env.get("KERNELTRAJ_RELEASE_VERSION") or default_release_version(),
+            hub_endpoint=env.get("KERNELTRAJ_HUB_ENDPOINT") or "https://huggingface.co",
+            hub_repo=env.get("KERNELTRAJ_HUB_REPO", ""),
         )
 
 

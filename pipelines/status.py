@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import dagster as dg
@@ -71,9 +72,26 @@ def _release(ctx: StatusContext) -> dict[str, Any] | None:
     r = ctx.release
     if r is None:
         return {"version": None, "note": "no release yet: run `kerneltraj release`"}
+    folder = Path(r["path"])
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) \
+        if folder.is_dir() else []
     return {"version": r["version"], "path": r["path"], "run_id": r["run_id"],
             "created_at": r["created_at"].isoformat() + "Z" if r["created_at"] else None,
-            "configs": json.loads(r["configs"] or "{}")}
+            "configs": json.loads(r["configs"] or "{}"), "files": files,
+            "published": _published(folder.parent, r["version"])}
+
+
+def _published(releases_dir: Path, version: str) -> dict[str, Any] | None:
+    """What the latest publish of this version left on the Hub (None: never published)."""
+    from assets.publish import read_publish_record  # imported here: only this section needs it
+
+    rec = read_publish_record(releases_dir, version)
+    if rec is None:
+        return None
+    return {"repo": rec["repo_id"], "endpoint": rec["endpoint"], "tag": rec["tag"], "commit": rec["commit_sha"],
+            "created_commit": rec["created_commit"], "files": rec["files"], "published_at": rec["published_at"],
+            "run_id": rec["run_id"],
+            "checks": [{"name": n, "passed": ok} for n, ok in sorted(rec["checks"].items())]}
 
 
 @section("ledger")
@@ -117,3 +135,7 @@ def _last_run(ctx: StatusContext) -> dict[str, Any] | None:
     run = runs[0]
     failed = [c["name"] for c in check_evaluations(ctx.instance, run.run_id) if c["passed"] is False]
     return {"run_id": run.run_id, "status": run.status.value, "failed_checks": failed}
+
+
+# Sections defined beside the stages they describe (registered on import).
+import pipelines.status_sections  # noqa: E402,F401

@@ -1,0 +1,223 @@
+"""Publishing a real (small) release through `kerneltraj publish` and the `published_release` asset to a
+local Hub on 127.0.0.1 (pipelines.hub_server, git-backed), then loading it back with `datasets`.
+
+The release is materialised once per pytest session by the real CLI on a 2-attempt slice of the demo
+corpus (`small_release`, also used by tests/test_browser.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from pipelines.hub_server import LocalHub
+from pipelines.resources import Settings
+from tests.conftest import REPO_ROOT, project_env, select_subset
+
+pytestmark = pytest.mark.hub
+
+TOKEN = "hf_local_publish_token"
+REPO = "kerneltraj/publish-test"
+SMALL_RELEASE_ATTEMPTS = 2
+RELEASE_TIMEOUT_S = 240
+
+
+def _checkpoint_pair(out: Path) -> Path:
+    """One baseline and one treatment attempt of the same task, both quick to grade on CPU.
+
+    The release job also runs the learning comparison, which grades every checkpoint attempt each run;
+    the demo's 40 would take minutes, and this file is about publishing, not about that comparison."""
+    ckpt = REPO_ROOT / "demo" / "checkpoints"
+    base = [json.loads(ln) for ln in (ckpt / "baseline.jsonl").read_text().splitlines() if ln.strip()]
+    treat = [json.loads(ln) for ln in (ckpt / "treatment.jsonl").read_text().splitlines() if ln.strip()]
+
+    def quick(rec: dict) -> bool:
+        return rec.get("extra", {}).get("intended") not in ("correct_fast", "hang")
+
+    b = next(r for r in base if quick(r) and any(t["task_id"] == r["task_id"] and quick(t) for t in treat))
+    t = next(r for r in treat if r["task_id"] == b["task_id"] and quick(r))
+    (out / "baseline.jsonl").write_text(json.dumps(b) + "\n")
+    (out / "treatment.jsonl").write_text(json.dumps(t) + "\n")
+    return out
+
+
+def small_project_env(root: Path) -> dict[str, str]:
+    env = project_env(root, (root / "attempts.jsonl", root / "malformed.jsonl"))
+    env["KERNELTRAJ_CHECKPOINTS"] = os.pathsep.join(str(root / "checkpoints" / f) for f in ("baseline.jsonl",
+                                                                                          "treatment.jsonl"))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+def small_release(tmp_path_factory: pytest.TempPathFactory, demo_files: tuple[Path, Path]) -> Path:
+    """A project folder holding one release materialised by `kerneltraj release`; built once per session."""
+    root = tmp_path_factory.getbasetemp() / "small_release"
+    if (root / "built").exists():
+        return root
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir()
+    attempts, malformed = demo_files
+    lines = [ln for ln in attempts.read_bytes().split(b"\n") if ln.strip()]
+    (root / "attempts.jsonl").write_bytes(b"\n".join(select_subset(lines, SMALL_RELEASE_ATTEMPTS)) + b"\n")
+    bad = [ln for ln in malformed.read_bytes().split(b"\n") if ln.strip()][:1]
+    (root / "malformed.jsonl").write_bytes(b"\n".join(bad) + b"\n")
+    (root / "checkpoints").mkdir()
+    _checkpoint_pair(root / "checkpoints")
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "release"], env=small_project_env(root),
+                          cwd=root, capture_output=True, text=True, timeout=RELEASE_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    (root / "built").touch()
+    return root
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, demo_files) -> Path:
+    return small_release(tmp_path_factory, demo_files)
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    with LocalHub(tmp_path_factory.mktemp("hub"), token=TOKEN) as server:
+        yield server
+
+
+def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env or small_project_env(root),
+                          cwd=root, capture_output=True, text=True, timeout=180)
+
+
+def hub_env(root: Path, hub: LocalHub) -> dict[str, str]:
+    return {**small_project_env(root), "HF_TOKEN": TOKEN, "KERNELTRAJ_HUB_ENDPOINT": hub.url,
+            "KERNELTRAJ_HUB_REPO": REPO}
+
+
+def api(hub: LocalHub):
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=hub.url, token=TOKEN)
+
+
+def n_commits(hub: LocalHub) -> int:
+    return len(api(hub).list_repo_commits(REPO, repo_type="dataset"))
+
+
+def release_files(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_default_version_is_a_hub_version():
+    from pipelines.hub import VERSION_RE
+
+    assert VERSION_RE.fullmatch(Settings.from_env({}).release_version)
+
+
+def test_unconfigured_publish_says_what_to_set(project):
+    proc = cli(project, "publish")
+    assert proc.returncode == 2
+    assert "KERNELTRAJ_HUB_REPO" in proc.stderr and "HF_TOKEN" in proc.stderr
+
+
+def test_dry_run_writes_the_exact_commit_without_network(project, tmp_path):
+    # An endpoint nothing listens on: any request would fail the command.
+    env = {**small_project_env(project), "KERNELTRAJ_HUB_ENDPOINT": "http://127.0.0.1:9", "KERNELTRAJ_HUB_REPO": REPO}
+    proc = cli(project, "publish", "--dry-run", str(tmp_path / "dry"), env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    manifest = json.loads((tmp_path / "dry" / "manifest.json").read_text())
+    folder = Settings.from_env(env).releases_dir / "v0.1.0"
+    assert manifest["tag"] == "v0.1.0" and manifest["repo_id"] == REPO
+    assert sorted(op["path"] for op in manifest["operations"]) == release_files(folder)
+    for op in manifest["operations"]:
+        assert (tmp_path / "dry" / "files" / op["path"]).read_bytes() == (folder / op["path"]).read_bytes()
+
+
+def test_publish_tags_one_commit_and_republish_makes_none(project, hub, monkeypatch):
+    env = hub_env(project, hub)
+    first = cli(project, "publish", env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    rec = json.loads(first.stdout)
+    folder = Settings.from_env(env).releases_dir / "v0.1.0"
+    assert rec["created_commit"] is True and rec["repo_id"] == REPO and rec["tag"] == "v0.1.0"
+    assert rec["files"] == release_files(folder)
+    tags = {t.name: t.target_commit for t in api(hub).list_repo_refs(REPO, repo_type="dataset").tags}
+    assert tags == {"v0.1.0": rec["commit_sha"]}
+    remote = set(api(hub).list_repo_files(REPO, repo_type="dataset", revision="v0.1.0"))
+    assert set(rec["files"]) <= remote and remote - set(rec["files"]) <= {".gitattributes"}
+    commits = n_commits(hub)
+    monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
+    with dg.DagsterInstance.get() as instance:
+        key = dg.AssetCheckKey(dg.AssetKey("published_release"), "hub_tag_matches_release")
+        readback = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
+    assert readback.status.value == "SUCCEEDED"
+
+    second = cli(project, "publish", "--version", "v0.1.0", "--endpoint", hub.url, "--repo", REPO,
+                 env={k: v for k, v in env.items() if not k.startswith("KERNELTRAJ_HUB_")})
+    assert second.returncode == 0, second.stderr[-3000:]
+    again = json.loads(second.stdout)
+    assert again["created_commit"] is False and again["commit_sha"] == rec["commit_sha"]
+    assert n_commits(hub) == commits
+
+    status = json.loads(cli(project, "status", "--json", env=env).stdout)["release"]
+    assert status["version"] == "v0.1.0" and status["files"] == rec["files"]
+    pub = status["published"]
+    assert (pub["repo"], pub["tag"], pub["commit"]) == (REPO, "v0.1.0", rec["commit_sha"])
+    assert pub["files"] == rec["files"] and pub["created_commit"] is False
+    assert pub["checks"] and all(c["passed"] is True for c in pub["checks"])
+    assert any(c["name"] == "release:release_matches_warehouse" for c in pub["checks"])
+
+
+def test_published_config_loads_with_datasets(project, hub, tmp_path):
+    if not (Settings.from_env(hub_env(project, hub)).releases_dir / "v0.1.0.published.json").is_file():
+        pytest.fail("run with test_publish_tags_one_commit_and_republish_makes_none: nothing published yet")
+    code = textwrap.dedent(f"""
+        import json, datasets
+        ds = datasets.load_dataset({REPO!r}, "grades", revision="v0.1.0", split="train")
+        print(json.dumps({{"rows": ds.num_rows, "columns": ds.column_names}}))
+    """)
+    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0",
+           "HF_HOME": str(tmp_path / "hf_home"), "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_TELEMETRY": "1",
+           "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    configs = json.loads(cli(project, "status", "--json").stdout)["release"]["configs"]
+    assert got["rows"] == configs["grades"] > 0
+    assert {"attempt_id", "grading_pass", "reward", "status"} <= set(got["columns"])
+
+
+def test_failed_blocking_check_means_no_publish(project, hub, tmp_path, monkeypatch):
+    """A planted failing expectation in the trajectories quality gate: Dagster skips the publish step of a
+    run holding the whole graph, and `kerneltraj publish` refuses while that check's latest outcome is a fail."""
+    from assets import ASSETS, CHECKS, PUBLISH_ASSETS
+    from pipelines import quality
+    from pipelines.definitions import build_defs
+
+    copy = tmp_path / "copy"  # the shared project stays green for the other tests
+    shutil.copytree(project, copy)
+    env = hub_env(copy, hub) | {"KERNELTRAJ_HUB_REPO": "kerneltraj/never-published"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    planted = quality.TABLE_RULES["trajectories"]
+    monkeypatch.setitem(quality.TABLE_RULES, "trajectories",
+                        dataclasses.replace(planted, min_rows=10**9))
+    defs = build_defs(Settings.from_env(env))
+    with dg.DagsterInstance.get() as instance:
+        result = dg.materialize([*ASSETS, *PUBLISH_ASSETS, *CHECKS], instance=instance, resources=defs.resources,
+                                raise_on_error=False)
+    evals = {(e.asset_key.to_user_string(), e.check_name): e.passed for e in result.get_asset_check_evaluations()}
+    assert evals[("trajectories", "quality_gate")] is False
+    assert evals[("graded_attempts", "quality_gate")] is True
+    done = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert "trajectories" in done and "release" not in done and "published_release" not in done
+    refused = cli(copy, "publish", env=env)
+    assert refused.returncode == 1
+    assert "trajectories:quality_gate" in refused.stderr and "not published" in refused.stderr
+    assert not api(hub).repo_exists("kerneltraj/never-published", repo_type="dataset")
