@@ -124,13 +124,15 @@ def parse_record(obj: Any, known_tasks: Iterable[str] | None = None) -> RawAttem
         raise RejectRow("bad_encoding", "source holds unpaired surrogates (not valid UTF-8)") from None
     for k in ("generation_tokens", "generation_budget_tokens"):
         v = obj.get(k)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-            raise RejectRow("bad_type", f"{k} must be a non-negative integer or null")
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**62):
+            raise RejectRow("bad_type", f"{k} must be a non-negative integer below 2**62 or null")
     for k in ("started_at", "finished_at"):
         v = obj.get(k)
         if v is not None:
+            if not isinstance(v, str):
+                raise RejectRow("bad_timestamp", f"{k} must be an ISO-8601 string, got {type(v).__name__}")
             try:
-                dt.datetime.fromisoformat(str(v).replace("Z", "+00:00"))
+                dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
             except ValueError:
                 raise RejectRow("bad_timestamp", f"{k} {str(v)[:40]!r} is not ISO-8601") from None
     cs = obj.get("claimed_speedup")
