@@ -264,7 +264,7 @@ def _grade_size(req, task: SealedTask, conn, slot, clock: DeviceClock, size, hid
             if r >= effort.min_reps and (ratio_ci(cand_ms, exp_ms) <= effort.target_rel_ci
                                          or time.monotonic() - t_size > effort.size_budget_s):
                 break
-    phases["timing"] += time.perf_counter() - t - 0.0
+    phases["timing"] += time.perf_counter() - t
     # -- verify a sample of timed outputs, chosen now that the calls are done --
     t = time.perf_counter()
     n_verify = min(len(timed), max(effort.verify_timed, math.ceil(effort.verify_fraction * len(timed))))

@@ -124,24 +124,3 @@ def tensors_from_memfd(metas: list[dict], fd: int, device: str) -> list:
         return out
     finally:
         os.close(fd)
-
-
-# ---- tensors as (meta, bytes) ----
-
-def tensor_to_wire(t) -> tuple[dict, bytes]:
-    import torch
-
-    t = t.detach()
-    data = t.contiguous().cpu()
-    raw = data.view(torch.uint8).numpy().tobytes() if data.numel() else b""
-    return {"shape": list(data.shape), "dtype": str(data.dtype).removeprefix("torch.")}, raw
-
-
-def tensor_from_wire(meta: dict, raw: bytes, device: str):
-    import torch
-
-    dtype = getattr(torch, meta["dtype"])
-    shape = [int(s) for s in meta["shape"]]
-    if not raw:
-        return torch.empty(shape, dtype=dtype, device=device)
-    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype).reshape(shape).to(device)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import socket
 from pathlib import Path
 
@@ -108,13 +109,18 @@ def test_statics_flag_inheritance_and_grader_imports():
     assert static_findings("def run(x) return x") == []  # syntax errors are the worker's compile_error
 
 
-def test_wire_roundtrip_and_tensors():
+def test_wire_roundtrip_and_sealed_tensors():
     a, b = socket.socketpair()
-    t = torch.randn(3, 5)
-    meta, raw = wire.tensor_to_wire(t)
-    wire.send(a, {"op": "x", "meta": meta}, raw)
-    hdr, payload = wire.recv(b)
-    assert torch.equal(wire.tensor_from_wire(hdr["meta"], payload, "cpu"), t)
+    tensors = [torch.randn(3, 5), torch.arange(7), torch.empty(0)]
+    metas, fd = wire.tensors_to_memfd(tensors)
+    wire.send_fd(a, {"op": "x", "tensors": metas}, fd)
+    hdr, _ = wire.recv(b)
+    got = wire.tensors_from_memfd(hdr["tensors"], wire.recv_fd(b), "cpu")
+    assert all(torch.equal(x, y) for x, y in zip(got, tensors))
+    r, w = os.pipe()  # an fd that is not a sealed memfd is refused
+    with pytest.raises((wire.WireError, OSError)):
+        wire.tensors_from_memfd(metas, r, "cpu")
+    os.close(w)
     a.close()
     with pytest.raises(wire.WireError):
         wire.recv(b)
