@@ -38,6 +38,10 @@ CONFIGS: dict[str, str] = {
     "accounting": "Ledger totals, counts by status and grader seconds by phase.",
     "tasks": "Public task cards (no hidden sizes, no expert source) with their revisions.",
     "fingerprints": "Hardware fingerprints the grades were taken on.",
+    # One config per split of the frozen held-out-family manifest: the training data as a lab uses it.
+    "trajectories_train": "Trajectories on tasks of the manifest's train split.",
+    "trajectories_validation": "Trajectories on tasks of the manifest's validation split.",
+    "trajectories_test_heldout": "Trajectories on held-out families and lineages (never train on these).",
 }
 DEFAULT_CONFIG = "trajectories"
 SHARD = "train-00000-of-00001.parquet"

@@ -25,6 +25,12 @@ _FORBIDDEN_EVENTS = {
 }
 
 
+def _writes(mode, flags) -> bool:
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return True
+    return isinstance(flags, int) and bool(flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND))
+
+
 def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
     """Add the hook; `fd` is the write end of the audit channel to the sealed parent."""
     sealed = tuple(os.path.realpath(p).rstrip("/") + "/" for p in sealed_paths if p)
@@ -67,11 +73,14 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
                 report("clock", f"replaced the code of {getattr(args[0], '__qualname__', '?')}")
             return
         if event == "open":
-            path = args[0]
+            path, mode, flags = (tuple(args) + (None, None))[:3]
             if isinstance(path, (str, bytes)):
-                why = path_violation(os.fsdecode(path))
+                p = os.fsdecode(path)
+                why = path_violation(p)
                 if why:
                     report("sandbox", why)
+                elif _writes(mode, flags) and not os.path.realpath(p).startswith(("/tmp/", "/dev/")):
+                    report("sandbox", f"wrote outside its scratch directory: {os.path.realpath(p)}")
         elif event in ("os.listdir", "os.scandir", "glob.glob", "os.chdir"):
             path = args[0] if args else None
             if isinstance(path, (str, bytes)):

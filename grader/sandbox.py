@@ -53,6 +53,9 @@ def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | No
         _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
         _check(_libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV,
                            f"size={tmp_mb}m,mode=1777".encode()), "private /tmp")
+        if os.path.isdir("/dev/shm"):  # shared memory is per worker too: no channel between attempts
+            _check(_libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=256m,mode=1777"),
+                   "private /dev/shm")
         hidden = _hide(hide, reveal)
         layers["hidden_paths"] = hidden
         layers["tmp_mb"] = tmp_mb

@@ -25,6 +25,18 @@ FROM trajectories ORDER BY trajectory_id;
 SELECT r.*, a.trajectory_id, a.turn
 FROM revalidated_records r JOIN raw_attempts a USING (attempt_id) ORDER BY attempt_id;
 
+-- name: trajectories_train
+SELECT t.*, m.split, m.split_version FROM trajectories t JOIN split_manifest m USING (task_id)
+WHERE m.split = 'train' ORDER BY t.trajectory_id;
+
+-- name: trajectories_validation
+SELECT t.*, m.split, m.split_version FROM trajectories t JOIN split_manifest m USING (task_id)
+WHERE m.split = 'validation' ORDER BY t.trajectory_id;
+
+-- name: trajectories_test_heldout
+SELECT t.*, m.split, m.split_version FROM trajectories t JOIN split_manifest m USING (task_id)
+WHERE m.split = 'test_heldout' ORDER BY t.trajectory_id;
+
 -- name: splits
 SELECT task_id, family, lineage, workload_key, split, split_version, manifest_sha256 FROM split_manifest ORDER BY task_id;
 

@@ -46,6 +46,11 @@ CASES = {
                        "    open(p).read()\n" + HONEST, "pytorch", Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION),
     "env_secret": ("import os\nTOKEN = os.environ.get('HF_TOKEN')\n" + HONEST, "pytorch", Status.CHEAT_FLAGGED,
                    Reason.SANDBOX_VIOLATION),
+    "write_outside": ("for p in ('/var/tmp/kt_pwned', '/kt_pwned'):\n    try:\n        open(p, 'w').write('x')\n"
+                      "    except OSError:\n        pass\n" + HONEST, "pytorch", Status.CHEAT_FLAGGED,
+                      Reason.SANDBOX_VIOLATION),
+    "fd_exhaustion": ("def run(x):\n    return [open('/dev/null') for _ in range(100000)]\n", "pytorch",
+                      Status.RUNTIME_ERROR, Reason.EXCEPTION),
     "ghost_kernel": ("import triton, triton.language as tl\n@triton.jit\ndef _k(x):\n    pass\n" + HONEST,
                      "triton", Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL),
 }
