@@ -103,11 +103,22 @@ def sealed_problems(root: Path, catalogue: dict) -> list[dict[str, Any]]:
     return problems
 
 
+def _size_category(n: int) -> str:
+    """The Hub's size bucket for the largest config."""
+    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
+                        (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")):
+        if n < limit:
+            return name
+    return "10M<n<100M"
+
+
 def dataset_card(version: str, run_id: str, rows: dict[str, int], facts: dict[str, Any]) -> str:
     """README.md with YAML front matter: Hub configs plus the identities that pin this release."""
     front = {
         "pretty_name": f"kerneltraj {version}",
         "license": "apache-2.0",
+        "task_categories": ["text-generation", "reinforcement-learning"],
+        "size_categories": [_size_category(max(rows.values(), default=0))],
         "tags": ["gpu-kernels", "triton", "reinforcement-learning", "code", "kerneltraj"],
         "configs": [{"config_name": c, "data_files": [{"split": "train", "path": f"data/{c}/train-*.parquet"}],
                      **({"default": True} if c == DEFAULT_CONFIG else {})} for c in CONFIGS],

@@ -249,6 +249,7 @@ def test_published_files_hold_cheats_at_the_floor_and_nothing_sealed(project):
     card = (root / "README.md").read_text()
     front = yaml.safe_load(card.split("---\n")[1])
     assert [c["config_name"] for c in front["configs"]] == list(CONFIGS)
+    assert front["license"] and front["task_categories"] and front["size_categories"] == ["n<1K"]
     assert front["kerneltraj"]["grader_version"] == GRADER_VERSION
     con = duckdb.connect()
     grades = query_dicts(con, "SELECT * FROM read_parquet($p)", {"p": str(shard_path(root, "grades"))})
