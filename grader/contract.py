@@ -93,7 +93,8 @@ class GradeRequest:
     timeout_s: float = 60.0
     """Wall-clock budget for the whole attempt in the worker."""
     memory_limit_mb: int = 8192
-    """Address-space limit of the candidate's worker on CPU (host memory)."""
+    """Address-space limit of the candidate's worker on CPU (host memory); it can only tighten the
+    service's own limit. On a GPU the CUDA context needs a vast address space, so it is not applied."""
     sharing: str = "isolated"
     """Declared sharing setting of the GPU while grading (recorded, checked against NVML)."""
 

@@ -150,17 +150,22 @@ class Slot:
         if not reply.get("ready"):
             raise RuntimeError(f"zygote {self.index} failed to start: {reply}")
 
-    def spawn(self, timeout_s: float) -> WorkerConn:
+    def spawn(self, timeout_s: float, memory_limit_mb: int | None = None) -> WorkerConn:
+        """A fresh worker; `memory_limit_mb` can only tighten the slot's address-space limit (CPU)."""
+        config = self.config
+        slot_limit = config["address_space_mb"]
+        if memory_limit_mb and slot_limit:
+            config = dict(config, address_space_mb=min(slot_limit, memory_limit_mb))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a_ours, a_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         popen = None
         if self.mode == "zygote":
             if self.zygote is None or self.zygote.poll() is not None:
                 self._start_zygote()
-            zygote.ctl_send(self.ctl, {"op": "spawn", "config": self.config}, [theirs.fileno(), a_theirs.fileno()])
+            zygote.ctl_send(self.ctl, {"op": "spawn", "config": config}, [theirs.fileno(), a_theirs.fileno()])
             pid = int(zygote.ctl_recv(self.ctl)["pid"])
         else:
-            env = dict(self.config["env"], KERNELTRAJ_WORKER_CONFIG=json.dumps(self.config))
+            env = dict(config["env"], KERNELTRAJ_WORKER_CONFIG=json.dumps(config))
             popen = subprocess.Popen(
                 [sys.executable, "-m", "grader.zygote", "--fresh", str(theirs.fileno()), str(a_theirs.fileno())],
                 pass_fds=[theirs.fileno(), a_theirs.fileno()], env=env, cwd="/")

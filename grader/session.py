@@ -105,7 +105,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"task {card.task_id} has no sizes for profile {profile}")
         t = time.perf_counter()
         try:
-            conn = slot.spawn(timeout_s=min(remaining(), 300.0))
+            conn = slot.spawn(timeout_s=min(remaining(), 300.0), memory_limit_mb=req.memory_limit_mb)
         except (OSError, wire.WireError) as e:
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
         sandbox_layers = conn.hello.get("sandbox", {})

@@ -95,3 +95,14 @@ def test_killing_the_zygote_is_survived(service):
     slot.zygote.wait()
     r = service.grade_one(GradeRequest(attempt_id="after_zygote", task_id=TASK, source=HONEST, language="pytorch"))
     assert r.status is Status.CORRECT, r.reason
+
+
+def test_request_memory_limit_tightens_the_worker(service):
+    """A request's memory_limit_mb is enforced: 2 GiB fails under a 1 GiB limit, passes without it."""
+    hog = ("import torch\ndef run(x):\n    torch.ones(2 << 30, dtype=torch.uint8)\n"
+           + HONEST.split("def run(x):\n", 1)[1])
+    results = {r.attempt_id: r for r in service.grade([
+        GradeRequest(attempt_id="tight", task_id=TASK, source=hog, language="pytorch", memory_limit_mb=1024),
+        GradeRequest(attempt_id="loose", task_id=TASK, source=hog, language="pytorch")])}
+    assert (results["tight"].status, results["tight"].reason_code) == (Status.RUNTIME_ERROR, Reason.OOM)
+    assert results["loose"].status is Status.CORRECT, results["loose"].reason
