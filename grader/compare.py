@@ -30,8 +30,9 @@ def check_output_meta(meta: dict, shape: tuple[int, ...], dtype: str, device_ok:
     return None
 
 
-def compare(out, ref, atol: float, rtol: float) -> Verdict:
-    """All elements must satisfy |out-ref| <= atol + rtol*|ref|; NaN/Inf only where the reference has them."""
+def compare(out, ref, atol: float, rtol: float, scale=None) -> Verdict:
+    """All elements must satisfy |out-ref| <= atol + rtol*max(|ref|, scale); NaN/Inf only where the
+    reference has them. `scale` (float64, the output's shape) is the card's error scale, if any."""
     import torch
 
     o = out.to(ref.device).double() if out.is_floating_point() or ref.is_floating_point() else out.to(ref.device)
@@ -56,7 +57,8 @@ def compare(out, ref, atol: float, rtol: float) -> Verdict:
         if not bool(same_special.all()):
             return Verdict(False, Reason.MISMATCH, "non-finite reference elements not reproduced", float("inf"))
     diff = (o - r).abs()
-    bound = atol + rtol * r.abs()
+    magnitude = r.abs() if scale is None else torch.maximum(r.abs(), scale.to(r.device).double().abs())
+    bound = atol + rtol * magnitude
     ratio = torch.where(r_finite, diff / bound, torch.zeros_like(diff))
     worst = float(ratio.max())
     if worst > 1.0:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.3.0"
+GRADER_VERSION = "0.4.0"
 """Bumped whenever anything that can move a reward changes (protocol, tolerances, timing)."""
 
 REWARD_FLOOR = -24.0
@@ -58,6 +58,7 @@ class Reason(str, enum.Enum):
     THREADS = "background_threads"             # threads or processes left running after the call
     CLOCK_TAMPERED = "clock_tampered"          # timers or grader hooks replaced, or child clock disagrees
     TIMING_ESCAPED = "timing_escaped"          # work outside the timed stream (side streams, deferred)
+    L2_PERSISTING = "persisting_l2"           # reserved persisting L2 that survives the flush between calls
     BELOW_FLOOR = "below_physical_floor"       # faster than the bytes the call must move allow
     FORBIDDEN_OP = "forbidden_op"              # called the library op that does the whole job
     NO_OWN_KERNEL = "no_own_kernel"            # a triton candidate whose own kernel never ran

@@ -77,11 +77,21 @@ class WorkerConn:
         return self.audit_lines
 
 
+# Top-level directories a worker keeps: the system it runs on. Every other one (a data disk, another
+# checkout of this project, a home, a mounted share, /run's secrets, /var's sockets) is covered, so
+# no copy of the catalogue anywhere on the host can be read, whatever call reads it.
+SYSTEM_DIRS = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "dev", "proc", "sys",
+                         "tmp"})
+
+
 def sealed_paths(extra: list[str] | None = None) -> list[str]:
-    """Directories a worker must not see: the catalogue, the checkout, homes, and extras."""
+    """Directories a worker must not see: the catalogue, the checkout, every non-system top-level
+    directory, and extras."""
     import grader.catalogue as cat
 
     paths = [os.path.dirname(cat.__file__), str(_REPO), "/root", "/home"]
+    paths += [os.path.join("/", name) for name in _listdir("/") if name not in SYSTEM_DIRS
+              and not os.path.islink(os.path.join("/", name))]
     for p in extra or []:
         p = os.path.realpath(p)
         paths.append(p if os.path.isdir(p) else os.path.dirname(p))
@@ -89,9 +99,14 @@ def sealed_paths(extra: list[str] | None = None) -> list[str]:
 
 
 def revealed_paths() -> list[str]:
-    """Paths the worker needs even when they lie inside a hidden directory: the interpreter."""
+    """Paths the worker needs even when they lie inside a hidden directory: the interpreter, its
+    packages, and the CUDA toolkit and libraries the environment names."""
     keep = [sys.prefix, sys.base_prefix] + [p for p in sys.path if p and "site-packages" in p]
-    return sorted({os.path.realpath(p) for p in keep if os.path.isdir(p)})
+    keep += [os.environ.get("CUDA_HOME") or ""] + os.environ.get("LD_LIBRARY_PATH", "").split(":")
+    if os.environ.get("TRITON_PTXAS_PATH"):
+        keep.append(os.path.dirname(os.environ["TRITON_PTXAS_PATH"]))
+    real = {os.path.realpath(p) for p in keep if p and os.path.isdir(p)}
+    return sorted(p for p in real if p != "/" and not any(p.startswith(q.rstrip("/") + "/") for q in real))
 
 
 def _listdir(path: str) -> list[str]:

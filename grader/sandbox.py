@@ -67,11 +67,13 @@ def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | No
         resource.RLIMIT_FSIZE: fsize_mb << 20,
         resource.RLIMIT_CORE: 0,
     }
-    if address_space_mb:
-        limits[resource.RLIMIT_AS] = address_space_mb << 20
+    mapped_mb = _mapped_mb()
+    if address_space_mb:  # a budget on top of what the pre-imported worker already maps
+        limits[resource.RLIMIT_AS] = (mapped_mb + address_space_mb) << 20
     for which, value in limits.items():
         resource.setrlimit(which, (value, value))
-    layers["rlimits"] = {"nofile": nofile, "fsize_mb": fsize_mb, "address_space_mb": address_space_mb}
+    layers["rlimits"] = {"nofile": nofile, "fsize_mb": fsize_mb, "address_space_mb": address_space_mb,
+                         "mapped_at_start_mb": mapped_mb}
     if uid is not None and os.geteuid() == 0:
         if scratch:
             os.chown(scratch, uid, uid)
@@ -87,6 +89,18 @@ def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | No
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     layers["scratch"] = scratch or "off"
     return layers
+
+
+def _mapped_mb() -> int:
+    """This process's virtual size in MiB (the zygote's imports, thread arenas), from /proc."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) // 1024 + 1
+    except OSError:
+        pass
+    return 0
 
 
 def _hide(hide: list[str], reveal: list[str]) -> list[str]:
@@ -109,10 +123,6 @@ def _hide(hide: list[str], reveal: list[str]) -> list[str]:
             os.rmdir(spot)
         hidden.append(path)
     return hidden
-
-
-def set_parent_death_signal() -> None:
-    _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
 
 def uid_pids(uid: int) -> list[int]:

@@ -15,6 +15,7 @@ import traceback
 from typing import Callable, Iterable, Iterator
 
 from grader.contract import GRADER_VERSION, GradeRequest, GradeResult, Reason, Status, reward
+from grader.devicelock import DeviceLock
 
 
 def pick_device(device: str = "auto") -> str:
@@ -53,7 +54,7 @@ class GraderService:
         hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + [self.workdir])
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb)
                       for i in range(workers)]
-        self.gpu_lock = threading.Lock()
+        self.gpu_lock = DeviceLock()
         self._tasks: dict[str, object] = {}
         self._tasks_lock = threading.Lock()
 

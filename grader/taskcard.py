@@ -75,11 +75,18 @@ class TaskCard:
     """Per-dtype (atol, rtol) overrides of DEFAULT_TOLERANCES."""
     hidden_sizes_note: str = ""
     """Why a task has no hidden sizes, when it has none (imported single-size tasks)."""
+    error_scale: str = ""
+    """Python source defining `run(*inputs)` on the float64 inputs: each output element's magnitude
+    for rtol where |reference| understates the rounding an honest kernel accrues (a prefix sum that
+    crosses zero carries the error of everything summed before it). Empty: |reference|."""
 
     @property
     def revision(self) -> str:
         """Content hash of everything that can change a grade."""
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True, default=list)
+        d = dataclasses.asdict(self)
+        if not d["error_scale"]:  # added later: cards without one keep the revisions they had
+            del d["error_scale"]
+        blob = json.dumps(d, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def tolerance(self, dtype: str | None = None) -> tuple[float, float]:

@@ -25,6 +25,8 @@ from grader import wire
 
 _perf_ns = time.perf_counter_ns  # captured before any candidate code exists
 LAUNCHES: dict[str, int] = {}
+FOREIGN_STREAM_LAUNCHES: dict[str, int] = {}  # launches on a stream other than the caller's (threat 7)
+_STREAM = {"caller": None, "raw": None}  # the caller's raw CUDA stream during a call; the reader of it
 LOAD_CHANGES = frozenset({"Worker.fn", "os.environ"})
 
 
@@ -72,11 +74,14 @@ def _install_launch_hooks() -> list:
         for cls in classes:
             orig = cls.run
 
-            def run(self, *args, _orig=orig, grid, warmup, **kwargs):
+            def run(self, *args, _orig=orig, _streams=_STREAM, grid, warmup, **kwargs):
                 if not warmup and _grid_size(grid, kwargs) != 0:  # an empty grid runs nothing (threat 18)
                     fn = getattr(self, "fn", None)
                     key = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__name__', '?')}"
                     LAUNCHES[key] = LAUNCHES.get(key, 0) + 1
+                    caller, raw = _streams["caller"], _streams["raw"]
+                    if caller is not None and raw() != caller:  # the stream Triton is about to launch on
+                        FOREIGN_STREAM_LAUNCHES[key] = FOREIGN_STREAM_LAUNCHES.get(key, 0) + 1
                 return _orig(self, *args, grid=grid, warmup=warmup, **kwargs)
 
             cls.run = run
@@ -147,13 +152,18 @@ class Worker:
             torch.cuda.set_device(0)
         self._Tensor = torch.Tensor
         self.clock = timing.DeviceClock(device)
+        self._off_stream = timing.off_stream_kernels
+        if self.cuda:  # the call Triton itself makes to find the stream it launches on
+            _STREAM["raw"] = (lambda _get=torch._C._cuda_getCurrentRawStream, _dev=torch.cuda.current_device():
+                              _get(_dev))
+            self._marker = torch.zeros(1, device=device)
         self._make_inputs = inputs.make_inputs
         hooked = _install_launch_hooks()
         self.kept: list = []
         self.kept_inputs: dict[int, list] = {}
         self.fn = None
         self.module_name = "candidate"
-        self.sync_overhead_ms = self.clock.sync_overhead_ms
+        self.done_gap_ms = self.clock.done_gap_ms
         self._warm_profiler()  # its helper threads exist before the parent takes the thread baseline
         owners = [sys.modules[__name__], wire, inputs, timing, guard, time, os, torch, torch.Tensor, torch.profiler,
                   torch.profiler.profile, Worker, timing.DeviceClock, *hooked]
@@ -225,15 +235,21 @@ class Worker:
         t_begin = _perf_ns()
         inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
         self._poison(msg["out_nbytes"])
-        self.clock.flush_l2()
-        self.clock.sync()
-        ops, kernels = [], []
+        self.clock.sync()  # inputs ready; the timed call flushes L2 itself
+        ops, kernels, side = [], [], []
         launches_before = dict(LAUNCHES)
-        if msg.get("profile"):
-            out, ms, host_ms, ops, kernels = self._profiled(inputs)
-        else:
-            out, ms, host_ms = self.clock.time_call(self.fn, inputs)
+        FOREIGN_STREAM_LAUNCHES.clear()
+        _STREAM["caller"] = _STREAM["raw"]() if self.cuda else None
+        try:
+            if msg.get("profile"):
+                out, ms, host_ms, ops, kernels, side = self._profiled(inputs)
+            else:
+                out, ms, host_ms = self.clock.time_call(self.fn, inputs)
+        finally:
+            _STREAM["caller"] = None
         launched = {k: v - launches_before.get(k, 0) for k, v in LAUNCHES.items() if v != launches_before.get(k, 0)}
+        # Read after the call: a carve-out the call made is found, and undone, before the next one.
+        l2_persisting = self.clock.take_persisting_l2()
         exact = type(out) is self._Tensor
         meta = {"type": "Tensor" if exact else type(out).__name__}
         if isinstance(out, self._Tensor):
@@ -243,19 +259,26 @@ class Worker:
         if msg.get("keep_inputs"):
             self.kept_inputs[idx] = inputs
         return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "meta": meta, "launches": launched,
-                "ops": ops, "kernels": kernels, "span_ms": (_perf_ns() - t_begin) / 1e6}, None
+                "ops": ops, "kernels": kernels, "foreign_stream": sorted(set(side) | set(FOREIGN_STREAM_LAUNCHES)),
+                "l2_persisting_bytes": l2_persisting, "span_ms": (_perf_ns() - t_begin) / 1e6}, None
 
     def _profiled(self, inputs):
         from torch.profiler import ProfilerActivity, profile
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
         with profile(activities=acts) as prof:
+            if self.cuda:  # a marker kernel on the caller's stream names that stream in the trace
+                self._marker.zero_()
+                self.clock.sync()
             out, ms, host_ms = self.clock.time_call(self.fn, inputs)
-        ops, kernels = set(), set()
+        ops, kernels, device_events = set(), set(), []
         for ev in prof.events():
             dev = str(getattr(ev, "device_type", "")).rsplit(".", 1)[-1]
             (kernels if dev == "CUDA" else ops).add(ev.name)
-        return out, ms, host_ms, sorted(ops)[:400], sorted(kernels)[:400]
+            if dev == "CUDA":
+                device_events.append((ev.time_range.start, ev.name, getattr(ev, "device_resource_id", None)))
+        return (out, ms, host_ms, sorted(ops)[:400], sorted(kernels)[:400],
+                self._off_stream(device_events)[:50])
 
     def _fetch(self, msg: dict):
         idx = int(msg["idx"])

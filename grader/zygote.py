@@ -53,7 +53,7 @@ def child_main(sock: socket.socket, audit_fd: int, cfg: dict) -> None:
     worker = Worker(sock, cfg["device"], audit_fd=audit_fd, sealed=cfg["hide"], reveal=cfg.get("reveal", []))
     wire.send(sock, {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers,
                      "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3,
-                     "sync_overhead_ms": worker.sync_overhead_ms})
+                     "done_gap_ms": worker.done_gap_ms})
     worker.serve()
 
 
@@ -85,9 +85,9 @@ def _preimport(device: str) -> None:
 
 
 def zygote_main(ctl_fd: int) -> None:
-    from grader import sandbox
-
-    sandbox.set_parent_death_signal()
+    # No parent-death signal here: Linux ties it to the thread that started the zygote, and a zygote
+    # restarted from a grading thread would die with that thread. The zygote ends when its control
+    # channel closes instead, which the kernel does when the parent dies however it dies.
     ctl = socket.socket(fileno=ctl_fd)
     cfg0 = ctl_recv(ctl)
     _preimport(cfg0["device"])

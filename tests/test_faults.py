@@ -95,6 +95,9 @@ def test_killing_the_zygote_is_survived(service):
     slot.zygote.wait()
     r = service.grade_one(GradeRequest(attempt_id="after_zygote", task_id=TASK, source=HONEST, language="pytorch"))
     assert r.status is Status.CORRECT, r.reason
+    # The new zygote was started from a grading thread that has ended since; it must outlive it.
+    r = service.grade_one(GradeRequest(attempt_id="after_thread", task_id=TASK, source=HONEST, language="pytorch"))
+    assert r.status is Status.CORRECT, r.reason
 
 
 def test_request_memory_limit_tightens_the_worker(service):
@@ -104,5 +107,36 @@ def test_request_memory_limit_tightens_the_worker(service):
     results = {r.attempt_id: r for r in service.grade([
         GradeRequest(attempt_id="tight", task_id=TASK, source=hog, language="pytorch", memory_limit_mb=1024),
         GradeRequest(attempt_id="loose", task_id=TASK, source=hog, language="pytorch")])}
-    assert (results["tight"].status, results["tight"].reason_code) == (Status.RUNTIME_ERROR, Reason.OOM)
+    assert (results["tight"].status, results["tight"].reason_code) == (Status.RUNTIME_ERROR, Reason.OOM), \
+        results["tight"].reason
     assert results["loose"].status is Status.CORRECT, results["loose"].reason
+
+
+def test_zygote_and_workers_end_when_the_grading_parent_is_killed():
+    """A pipeline process killed outright leaves no zygote behind: its control channel closes."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time\nfrom grader.service import GraderService\n"
+            "svc = GraderService(mode='zygote', workers=1)\n"
+            "print(svc.slots[0].zygote.pid, flush=True)\ntime.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    zygote_pid = int(parent.stdout.readline())
+    os.kill(zygote_pid, 0)  # alive while its parent is
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(zygote_pid, 0)
+        except ProcessLookupError:
+            return
+        try:  # reaped by init in a container without one? then it is a zombie: count that as gone
+            with open(f"/proc/{zygote_pid}/stat") as f:
+                if f.read().split(")")[-1].split()[0] == "Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.2)
+    pytest.fail(f"zygote {zygote_pid} outlived its killed parent by 30 s")

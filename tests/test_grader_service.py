@@ -112,3 +112,27 @@ def test_fresh_process_mode_grades_the_same():
         r = svc.grade_one(GradeRequest(attempt_id="fresh", task_id=TASK, source=HONEST, language="pytorch"))
     assert r.status is Status.CORRECT, r.reason
     assert r.phase_seconds["startup"] > 0
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="planting a file at the file system root needs root")
+def test_no_directory_outside_the_system_is_readable_even_through_libc(tmp_path):
+    """A copy of the catalogue anywhere on the host (another checkout, a data disk) stays out of reach,
+    also for reads through libc that no audit hook sees; the interpreter itself stays usable."""
+    import shutil
+    import uuid
+
+    root = f"/kt-probe-{uuid.uuid4().hex[:8]}"
+    os.makedirs(root)
+    try:
+        with open(f"{root}/secret.txt", "w") as f:
+            f.write("expert source")
+        probe = ("import ctypes, os\n_libc = ctypes.CDLL(None, use_errno=True)\n"
+                 f"FD = _libc.open(b'{root}/secret.txt', os.O_RDONLY)\n"
+                 "def run(x):\n    if FD >= 0:\n        raise RuntimeError('read the planted secret')\n"
+                 + HONEST.split("def run(x):\n", 1)[1])
+        with GraderService(mode="zygote", workers=1) as svc:
+            r = svc.grade_one(GradeRequest(attempt_id="probe", task_id=TASK, source=probe, language="pytorch"))
+        assert r.status is Status.CORRECT, r.reason
+        assert root in r.sandbox["hidden_paths"]
+    finally:
+        shutil.rmtree(root)

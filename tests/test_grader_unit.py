@@ -79,6 +79,38 @@ def test_compare_single_wrong_element_fails():
     assert not compare(out, ref, 1e-5, 1e-4).ok
 
 
+def _chunked_cumsum_fp32(x: torch.Tensor, block: int) -> torch.Tensor:
+    """An honest fp32 scan in another order: cumsum within chunks plus a running fp32 carry."""
+    chunks = x.split(block, dim=-1)
+    carry, outs = torch.zeros(x.shape[0], 1), []
+    for c in chunks:
+        outs.append(torch.cumsum(c, -1) + carry)
+        carry = carry + c.sum(-1, keepdim=True)
+    return torch.cat(outs, -1)
+
+
+def test_scan_error_scale_passes_honest_orders_and_still_fails_downgrades(tmp_path):
+    """A zero-mean prefix sum crosses zero, where |ref| says nothing of the rounding in the partial
+    sums: with the card's error scale an honest chunked fp32 scan passes (it failed the |ref| bound,
+    the false floor seen on the H200), while fp16 and bf16 accumulation and an off-by-one still fail."""
+    from grader.catalogue import load_catalogue
+    from grader.modload import load_source
+
+    card = load_catalogue()["cumsum_fp32"]
+    atol, rtol = card.tolerance()
+    scale_fn = load_source(card.error_scale, "kt_scale_test", str(tmp_path)).run
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 4096, generator=g) * 2.0
+    ref = torch.cumsum(x.double(), -1)
+    scale = scale_fn(x.double())
+    honest = _chunked_cumsum_fp32(x, 256)
+    assert not compare(honest, ref, atol, rtol).ok  # the |ref| bound floors an honest kernel
+    assert compare(honest, ref, atol, rtol, scale).ok
+    for wrong in (torch.cumsum(x.half(), -1).float(), torch.cumsum(x.bfloat16(), -1).float(),
+                  torch.cumsum(x, -1) - x):
+        assert not compare(wrong, ref, atol, rtol, scale).ok
+
+
 def test_output_meta_checks():
     assert check_output_meta({"type": "Tensor", "shape": [2, 3], "dtype": "float32"}, (2, 3), "float32", True) is None
     assert check_output_meta({"type": "LazyTensor"}, (2, 3), "float32", True).reason_code is Reason.BAD_OUTPUT
@@ -143,3 +175,102 @@ def test_fingerprint_replays_recorded_h200_readings():
     moved = dict(fp, sm_clock_mhz=(fp.get("sm_clock_mhz") or 0) + 100, other_processes=[{"pid": 1}])
     assert fingerprint.fingerprint_id(moved) == fid  # clocks and co-tenants move; the target does not
     assert fingerprint.fingerprint_id(dict(fp, mig_profile="1g.18gb")) != fid
+
+
+def test_off_stream_kernels_names_only_kernels_on_another_stream():
+    from grader.timing import off_stream_kernels
+
+    marker = (0.0, "fill_marker", 7)
+    assert off_stream_kernels([]) == []
+    assert off_stream_kernels([marker, (1.0, "softmax", 7), (2.0, "softmax", 7)]) == []
+    assert off_stream_kernels([(2.0, "tail", 13), marker, (1.0, "head", 7)]) == ["tail"]  # ordered by start
+    assert off_stream_kernels([marker, (1.0, "copy", None)]) == []  # an unnamed stream proves nothing
+    assert off_stream_kernels([(0.0, "fill_marker", None), (1.0, "tail", 13)]) == []
+
+
+@pytest.mark.gpu
+def test_persisting_l2_reserved_by_a_call_is_found_and_undone():
+    """The carve-out of threat 14, made here through the runtime as a cheat would, is reported once
+    and reset, so the next timed call starts without it."""
+    import ctypes
+
+    torch_cuda = pytest.importorskip("torch.cuda")
+    if not torch_cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from grader.timing import DeviceClock
+
+    clock = DeviceClock("cuda")
+    if clock._l2._get is None:
+        pytest.skip("the CUDA driver library is not loadable here")
+    assert clock.take_persisting_l2() == 0
+    props = torch.cuda.get_device_properties(0)
+    want = getattr(props, "persisting_l2_cache_max_size", 0) or props.L2_cache_size // 2
+    assert ctypes.CDLL("libcuda.so.1").cuCtxSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(want)) == 0
+    assert clock.take_persisting_l2() > 0
+    assert clock.take_persisting_l2() == 0  # undone
+
+
+def test_device_lock_times_alone_and_a_waiting_timer_stops_new_checks():
+    import threading
+    import time as _time
+
+    from grader.devicelock import DeviceLock
+
+    lock, log, lk = DeviceLock(), [], threading.Lock()
+
+    def note(what):
+        with lk:
+            log.append(what)
+
+    def checker(name, hold_s, started=None):
+        with lock.shared():
+            note(f"{name}+")
+            if started:
+                started.set()
+            _time.sleep(hold_s)
+            note(f"{name}-")
+
+    def timer():
+        with lock.exclusive():
+            note("T+")
+            _time.sleep(0.1)
+            note("T-")
+
+    first = threading.Event()
+    a = threading.Thread(target=checker, args=("a", 0.3, first))
+    a.start()
+    first.wait()
+    t = threading.Thread(target=timer)
+    t.start()
+    _time.sleep(0.05)  # the timer now waits for a; b arrives after it and must wait for the timer
+    b = threading.Thread(target=checker, args=("b", 0.01))
+    b.start()
+    for th in (a, t, b):
+        th.join(5)
+    assert log == ["a+", "a-", "T+", "T-", "b+", "b-"], log
+
+
+@pytest.mark.gpu
+def test_work_left_on_a_side_stream_is_charged_to_the_call():
+    """The end event on the caller's stream fires early; the device-wide done event does not."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from grader.timing import DeviceClock
+
+    clock = DeviceClock("cuda")
+    a = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+
+    def honest():
+        return a @ a
+
+    def hidden():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(8):
+                a @ a
+        return a[:1].clone()
+
+    honest_ms = sorted(clock.time_call(honest, ())[1] for _ in range(5))[2]
+    hidden_ms = sorted(clock.time_call(hidden, ())[1] for _ in range(5))[2]
+    assert hidden_ms > 4 * honest_ms, (honest_ms, hidden_ms)
