@@ -24,6 +24,7 @@ from assets.revalidation import TIE_BAND_LOG2
 from grader.catalogue import load_catalogue
 from grader.contract import GRADER_VERSION, REWARD_FLOOR
 from grader.taskcard import size_key
+from pipelines.contention_report import dataset_card_section
 from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse, resolve_path
 from pipelines.warehouse import load_sql, markdown_table, query_dicts, run_script, scalar, transaction
 
@@ -112,7 +113,8 @@ def _size_category(n: int) -> str:
     return "10M<n<100M"
 
 
-def dataset_card(version: str, run_id: str, rows: dict[str, int], facts: dict[str, Any]) -> str:
+def dataset_card(version: str, run_id: str, rows: dict[str, int], facts: dict[str, Any],
+                 revalidation_md: str = "") -> str:
     """README.md with YAML front matter: Hub configs plus the identities that pin this release."""
     front = {
         "pretty_name": f"kerneltraj {version}",
@@ -140,8 +142,9 @@ def dataset_card(version: str, run_id: str, rows: dict[str, int], facts: dict[st
         "## Protocol",
         f"- Grader version `{facts['grader_version']}`; reward = log2(speedup vs expert), geometric mean over "
         f"sizes, clipped; {REWARD_FLOOR} for wrong, flagged or cheating kernels.",
-        f"- Labels: faster / slower / tie, tie when |log2 speedup| < {TIE_BAND_LOG2}; a record is `revalidated` "
-        "only when both grades agree on status and label.",
+        f"- Labels: faster / slower / tie from the ~95% interval of log2 speedup against a tie band of "
+        f"{TIE_BAND_LOG2}; an interval across a band edge is `ambiguous`, never forced. A record is "
+        "`revalidated` only when both grades agree on status and label.",
         "",
         "## Tasks",
         markdown_table([{"task_id": t, "revision": r} for t, r in sorted(facts["task_revisions"].items())]),
@@ -156,6 +159,7 @@ def dataset_card(version: str, run_id: str, rows: dict[str, int], facts: dict[st
         "",
         markdown_table([{"phase": k, "grader_seconds": round(v, 2)} for k, v in sorted(seconds.items())]),
         "",
+        revalidation_md,
         "## Lineage",
         f"Produced by Dagster run `{run_id}`. Every grade row carries attempt_id, task_revision, grader_version "
         "and fingerprint_id; `kerneltraj lineage <attempt_id>` walks back to the raw file and line.",
@@ -190,7 +194,7 @@ def swap_into_place(staging: Path, final: Path) -> None:
 
 
 @dg.asset(
-    deps=["accounting", "trajectories", "revalidated_records", "family_splits"],
+    deps=["accounting", "trajectories", "revalidated_records", "revalidation_report", "family_splits"],
     group_name=GROUP_RELEASE,
     owners=[OWNER],
     kinds={"parquet", "duckdb"},
@@ -216,7 +220,8 @@ def release(context: AssetExecutionContext, warehouse: Warehouse, release_target
         with warehouse.connect() as con:
             rows = export_configs(con, staging)
             facts = release_facts(con)
-        (staging / "README.md").write_text(dataset_card(version, run_id, rows, facts))
+            revalidation_md = dataset_card_section(con)
+        (staging / "README.md").write_text(dataset_card(version, run_id, rows, facts, revalidation_md))
         leaks = sealed_problems(staging, catalogue)
         if leaks:
             raise RuntimeError(f"sealed data reached the release; nothing published: {leaks[:5]}")

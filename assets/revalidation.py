@@ -1,9 +1,14 @@
 """Stage 4, revalidated records: a second, independent grade of every graded attempt.
 
-The recheck uses its own grader service (fresh workers), a seed derived from the attempt id that
-differs from the primary pass's, and a three-way label on the reward. Only records whose two
-grades agree on status and label are marked revalidated; flips across the tie band are flagged.
+The recheck uses its own grader service (fresh workers) and a seed derived from the attempt id
+that differs from the primary pass's. Both grades get a three-way label with a confidence
+interval (grader.labels: faster / slower / tie, `ambiguous` when the interval straddles a tie
+band edge, never forced). Only records whose two grades agree on status and a definite label are
+marked revalidated; false speedup labels (faster first, definitely not faster on recheck) are
+counted; agreement is also reported per task, so many candidates of one task do not dominate.
 """
+
+import datetime as dt
 
 import dagster as dg
 from dagster import AssetExecutionContext
@@ -12,15 +17,25 @@ from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, coun
 from assets.grading import PASS_REVALIDATION, grade_checks, grade_pending
 from grader.contract import Status
 from grader.labels import TIE_BAND_LOG2, point_label
+from pipelines.agreement import Agreement, GradeLabel, compare, grade_label, summarise, table_label, unit_verdicts
 from pipelines.resources import GradingBackend, Warehouse
 from pipelines.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
 
+INTERVAL_TOLERANCE = 1e-9
+"""Largest difference allowed between the SQL and the Python interval ends (float summation order)."""
+
+
 def speed_label(status: str, reward: float | None) -> str | None:
-    """faster / slower / tie for a correct grade (reward = log2 speedup), None otherwise (one tie band:
-    grader.labels)."""
+    """Point label faster / slower / tie of a correct grade (no interval), None otherwise."""
     if status != Status.CORRECT.value or reward is None:
         return None
     return point_label(reward)
+
+
+def record_labels(r: dict) -> tuple[GradeLabel, GradeLabel]:
+    """Both grades of one revalidated record labelled in Python (pipelines.agreement)."""
+    return (grade_label(r["primary_status"], r["primary_reward"], r["primary_sizes"]),
+            grade_label(r["revalidation_status"], r["revalidation_reward"], r["revalidation_sizes"]))
 
 
 @dg.asset(
@@ -28,27 +43,41 @@ def speed_label(status: str, reward: float | None) -> str | None:
     group_name=GROUP_GRADING,
     owners=[OWNER],
     kinds={"python", "duckdb", "pytorch"},
-    code_version="1",
+    code_version="2",
     pool="gpu",
     description="An isolated recheck of every graded attempt (fresh grader workers, a new seed derived from the "
-                f"attempt id); three-way labels faster/slower/tie (tie band |log2 speedup| < {TIE_BAND_LOG2}); "
-                "only records whose two grades agree are marked revalidated; near-tie flips are flagged.",
+                "attempt id); three-way labels faster/slower/tie with a confidence interval (tie band |log2 "
+                f"speedup| < {TIE_BAND_LOG2}; an interval across a band edge is `ambiguous`, never forced); only "
+                "records whose two grades agree are marked revalidated; false speedup labels are counted; "
+                "agreement is reported per record and per task.",
 )
 def revalidated_records(context: AssetExecutionContext, regrader: GradingBackend,
                         warehouse: Warehouse) -> dg.MaterializeResult:
+    started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     summary = grade_pending(context, regrader, warehouse, PASS_REVALIDATION)
     with warehouse.connect() as con:
         with transaction(con):
             run_script(con, "revalidation.rebuild", {"tie_band": TIE_BAND_LOG2, "run_id": context.run.run_id})
+            # One device per recheck service (the grading resource grades on device 0 or the CPU).
+            run_script(con, "revalidation.record_run", {
+                "run_id": context.run.run_id, "started_at": started, "wall_s": summary["elapsed_s"],
+                "graded_now": summary["graded_now"], "resumed": summary["resumed"], "devices": 1})
         s = query_dicts(con, load_sql("revalidation.summary"))[0]
         confusion = query_dicts(con, load_sql("revalidation.confusion"))
+        rows = query_dicts(con, load_sql("revalidation.records"))
+        per_task = summarise(unit_verdicts(
+            ((r["attempt_id"], r["task_id"], record_labels(r)[0]) for r in rows),
+            ((r["attempt_id"], r["task_id"], record_labels(r)[1]) for r in rows)))
         md = table_metadata(
             con, "revalidated_records", load_sql("revalidation.preview"),
             revalidated=dg.MetadataValue.int(int(s["revalidated"])),
             disagreements=dg.MetadataValue.int(int(s["disagreements"])),
             ambiguous_near_ties=dg.MetadataValue.int(int(s["ambiguous_near_ties"])),
             false_speedup_labels=dg.MetadataValue.int(int(s["false_speedup_labels"])),
+            fast_unconfirmed=dg.MetadataValue.int(int(s["fast_unconfirmed"])),
             agreement_rate=dg.MetadataValue.float(round(s["revalidated"] / s["records"], 4) if s["records"] else 0.0),
+            agreement_rate_by_task=dg.MetadataValue.float(round(per_task.agree_rate_by_task or 0.0, 4)),
+            tasks=dg.MetadataValue.int(per_task.tasks),
             label_confusion=dg.MetadataValue.md(markdown_table(confusion)),
             regraded_this_run=dg.MetadataValue.int(summary["graded_now"]),
             resumed_without_regrade=dg.MetadataValue.int(summary["resumed"]),
@@ -58,24 +87,33 @@ def revalidated_records(context: AssetExecutionContext, regrader: GradingBackend
     return dg.MaterializeResult(metadata=md)
 
 
+def record_problems(r: dict) -> list[str]:
+    """Fields of one stored record that disagree with the Python recomputation from its two grades."""
+    first, second = record_labels(r)
+    v = compare(first, second)
+    want = {"primary_label": table_label(first), "revalidation_label": table_label(second),
+            "agreement": v.agreement.value, "agree": v.agreement is Agreement.AGREE, "revalidated": v.revalidated,
+            "ambiguous_near_tie": v.agreement is Agreement.AMBIGUOUS, "false_speedup_label": v.false_fast,
+            "fast_unconfirmed": v.fast_unconfirmed}
+    bad = [k for k, w in want.items() if r[k] != w]
+    for key, got in (("primary_log2_lo", first.log2_lo), ("primary_log2_hi", first.log2_hi),
+                     ("revalidation_log2_lo", second.log2_lo), ("revalidation_log2_hi", second.log2_hi)):
+        stored = r[key]
+        if (stored is None) != (got is None) or (got is not None and abs(stored - got) > INTERVAL_TOLERANCE):
+            bad.append(key)
+    return bad
+
+
 @dg.asset_check(asset=revalidated_records, blocking=True,
-                description="Labels, agreement and the revalidated flag recomputed in Python from the two grades "
-                            "match the table; only agreeing records are revalidated.")
+                description="Labels, intervals, agreement and the revalidated flag recomputed in Python "
+                            "(pipelines.agreement) from the two grades' per-size timings match the SQL-built "
+                            "table; only agreeing records are revalidated.")
 def labels_and_agreement_consistent(warehouse: Warehouse) -> dg.AssetCheckResult:
     with warehouse.connect() as con:
         rows = query_dicts(con, load_sql("revalidation.records"))
-    bad = []
-    for r in rows:
-        pl = speed_label(r["primary_status"], r["primary_reward"])
-        vl = speed_label(r["revalidation_status"], r["revalidation_reward"])
-        agree = r["primary_status"] == r["revalidation_status"] and pl == vl
-        near_tie = (r["primary_status"] == r["revalidation_status"] == Status.CORRECT.value
-                    and pl != vl and "tie" in (pl, vl))
-        want = {"primary_label": pl, "revalidation_label": vl, "agree": agree, "revalidated": agree,
-                "ambiguous_near_tie": near_tie, "false_speedup_label": pl == "faster" and vl != "faster"}
-        diff = [k for k, v in want.items() if r[k] != v]
-        if diff:
-            bad.append({"attempt_id": r["attempt_id"], "fields": ", ".join(diff)})
+        unpaired = query_dicts(con, load_sql("revalidation.unpaired"))
+    bad = [{"attempt_id": r["attempt_id"], "fields": ", ".join(p)} for r in rows if (p := record_problems(r))]
+    bad += [{"attempt_id": u["attempt_id"], "fields": "no current primary + recheck grade pair"} for u in unpaired]
     return check_result(bad, "records whose labels or flags disagree with their grades", records_checked=len(rows))
 
 

@@ -139,3 +139,5 @@ def _last_run(ctx: StatusContext) -> dict[str, Any] | None:
 
 # Sections defined beside the stages they describe (registered on import).
 import pipelines.status_sections  # noqa: E402,F401
+import pipelines.claims  # noqa: E402,F401
+import pipelines.contention_report  # noqa: E402,F401

@@ -15,6 +15,7 @@ SELECT
         WHEN v.attempt_id IS NULL THEN NULL
         WHEN v.revalidated THEN 'revalidated'
         WHEN v.revalidation_status IN ('infra_error', 'unsupported_on_backend') THEN 'recheck_' || v.revalidation_status
+        WHEN v.agreement = 'ambiguous' THEN 'ambiguous'  -- a near-tie neither grade can settle: never forced
         ELSE 'disagreed'
     END AS terminal_state
 FROM raw_attempts r

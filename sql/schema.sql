@@ -142,8 +142,23 @@ CREATE TABLE IF NOT EXISTS revalidated_records (
     false_speedup_label BOOLEAN,
     primary_seed BIGINT,
     revalidation_seed BIGINT,
-    run_id VARCHAR
+    run_id VARCHAR,
+    primary_log2_lo DOUBLE,
+    primary_log2_hi DOUBLE,
+    revalidation_log2_lo DOUBLE,
+    revalidation_log2_hi DOUBLE,
+    agreement VARCHAR,          -- agree / disagree / ambiguous (an interval straddles a tie-band edge)
+    fast_unconfirmed BOOLEAN,   -- faster in the primary grade, ambiguous in the recheck
+    tie_band_log2 DOUBLE
 );
+-- Warehouses made before the interval labels gain their columns here (a no-op on new ones).
+ALTER TABLE revalidated_records ADD COLUMN IF NOT EXISTS primary_log2_lo DOUBLE;
+ALTER TABLE revalidated_records ADD COLUMN IF NOT EXISTS primary_log2_hi DOUBLE;
+ALTER TABLE revalidated_records ADD COLUMN IF NOT EXISTS revalidation_log2_lo DOUBLE;
+ALTER TABLE revalidated_records ADD COLUMN IF NOT EXISTS revalidation_log2_hi DOUBLE;
+ALTER TABLE revalidated_records ADD COLUMN IF NOT EXISTS agreement VARCHAR;
+ALTER TABLE revalidated_records ADD COLUMN IF NOT EXISTS fast_unconfirmed BOOLEAN;
+ALTER TABLE revalidated_records ADD COLUMN IF NOT EXISTS tie_band_log2 DOUBLE;
 
 -- The frozen split manifest (from <repo>/splits/split_manifest-<version>.json) as loaded by the last run.
 CREATE TABLE IF NOT EXISTS split_manifest (
