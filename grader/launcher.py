@@ -57,11 +57,12 @@ class WorkerConn:
     audit_lines: list[str] = field(default_factory=list)
     baseline_threads: int = 0
 
-    def request(self, msg: dict, timeout_s: float) -> tuple[dict, bytes, float]:
-        """Send one message and wait for its reply; returns (reply, payload, parent_ms)."""
+    def request(self, msg: dict, timeout_s: float, payload: bytes = b"") -> tuple[dict, bytes, float]:
+        """Send one message (with an optional raw payload) and wait for its reply; returns (reply, payload,
+        parent_ms)."""
         self.sock.settimeout(max(timeout_s, 0.001))
         t0 = time.perf_counter_ns()
-        wire.send(self.sock, msg)
+        wire.send(self.sock, msg, payload)
         reply, payload = wire.recv(self.sock)
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import threading
 import traceback
+import warnings
 from typing import Callable, Iterable, Iterator
 
 from grader.contract import GRADER_VERSION, GradeRequest, GradeResult, Reason, Status, reward
@@ -37,6 +38,7 @@ class GraderService:
         if self.device == "cpu":
             os.environ.setdefault("TRITON_INTERPRET", "1")  # experts run in this process too
         from grader import fingerprint
+        from grader.compile_cache import BuildEnv, CompileCache
         from grader.catalogue import load_catalogue
         from grader.launcher import Slot, revealed_paths, sealed_paths
         from grader.session import Effort
@@ -51,7 +53,19 @@ class GraderService:
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)
         self.device_name = self.fingerprint.get("gpu_name") or (_cuda_name() if cuda else "cpu")
-        hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + [self.workdir])
+        # Extension builds shared across attempts of the same program (grader.compile_cache); the
+        # root is hidden from every worker like the rest of the sealed parent's files.
+        root = os.environ.get("KERNELTRAJ_COMPILE_CACHE") or os.path.join(tempfile.gettempdir(),
+                                                                           f"kerneltraj-ext-cache-{os.geteuid()}")
+        self.ext_cache = None
+        if root != "off":
+            try:
+                self.ext_cache = CompileCache(root)
+            except OSError as e:  # grading goes on without it: every extension compiles
+                warnings.warn(f"extension compile cache off: {e}", RuntimeWarning, stacklevel=2)
+        self.build_env = BuildEnv.local(self.device) if self.ext_cache is not None else None
+        cache_dirs = [str(self.ext_cache.root)] if self.ext_cache is not None else []
+        hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + [self.workdir] + cache_dirs)
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb)
                       for i in range(workers)]
         self.gpu_lock = DeviceLock()
@@ -115,7 +129,8 @@ class GraderService:
                     continue
                 done.put(grade_attempt(req, self.task(req.task_id), slot, self.clock,
                                        fingerprint=self.fingerprint, fingerprint_id=self.fingerprint_id,
-                                       device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort))
+                                       device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort,
+                                       ext_cache=self.ext_cache, build_env=self.build_env))
             except Exception as e:  # noqa: BLE001 - a grader bug ends this attempt as infra_error, never lost
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))

@@ -14,7 +14,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from grader import sandbox, wire
+from grader import compile_cache, sandbox, wire
 from grader.compare import Verdict, check_output_meta, compare
 from grader.contract import (GRADER_VERSION, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup,
                              geomean, reward)
@@ -76,7 +76,9 @@ class SealedTask:
 
 
 def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: DeviceClock, *, fingerprint: dict,
-                  fingerprint_id: str, device_name: str, gpu_lock, effort: Effort) -> GradeResult:
+                  fingerprint_id: str, device_name: str, gpu_lock, effort: Effort,
+                  ext_cache: compile_cache.CompileCache | None = None,
+                  build_env: compile_cache.BuildEnv | None = None) -> GradeResult:
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
@@ -119,10 +121,20 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
             from grader.adapters import kernelbench_candidate_source
 
             source, entry = kernelbench_candidate_source(source), "run"
-        reply, _, _ = _request(conn, {"op": "load", "source": source, "entry_point": entry}, remaining)
+        # Only a worker that can neither read nor write the cache (its hello, sent before any
+        # candidate code ran, says which layers it entered) is offered entries or heard about builds.
+        use = (ext_cache is not None and build_env is not None
+               and compile_cache.sealed_from(sandbox_layers, ext_cache.root))
+        offer, blob = _offer(ext_cache, source, build_env) if use else ([], b"")
+        if ext_cache is not None:  # recorded before the load, so a load that fails or hangs shows it too
+            sandbox_layers = dict(sandbox_layers, ext_cache={"sealed": use, "offered": len(offer)})
+        reply, built, _ = _request(conn, {"op": "load", "source": source, "entry_point": entry, "ext_offer": offer},
+                                   remaining, blob)
         _check_guards(conn, reply, slot)
         if not reply.get("ok"):
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
+        if ext_cache is not None:
+            sandbox_layers["ext_cache"].update(_ext_record(ext_cache, source, build_env, use, offer, reply, built))
         phases["compile"] = time.perf_counter() - t
         rng = random.Random(secrets.randbits(64))  # sample choice the worker cannot predict
         first_call = True
@@ -308,8 +320,33 @@ def _grade_size(req, task: SealedTask, conn, slot, clock: DeviceClock, size, hid
                       speedup=clip_speedup(measured), max_rel_err=worst), measured
 
 
-def _request(conn: WorkerConn, msg: dict, remaining) -> tuple[dict, bytes, float]:
-    return conn.request(msg, remaining())
+def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"") -> tuple[dict, bytes, float]:
+    return conn.request(msg, remaining(), payload)
+
+
+def _offer(cache: compile_cache.CompileCache, source: str, env: compile_cache.BuildEnv) -> tuple[list, bytes]:
+    try:
+        return cache.offer(source, env)
+    except OSError:  # an unreadable cache costs a compile, never the grade
+        return [], b""
+
+
+def _ext_record(cache: compile_cache.CompileCache, source: str, env, use: bool, offer: list, reply: dict,
+                built: bytes) -> dict:
+    """File the worker's new builds under this program's binding; describe what the cache did.
+
+    `filed` is the parent's own count; `served` and `built` are what the worker says it took from the
+    offer and compiled (`served` is bounded by the offer, but the candidate's interpreter wrote both)."""
+    filed = 0
+    if use and reply.get("ext_built"):
+        try:
+            filed = len(cache.accept(source, env, reply["ext_built"], built))
+        except OSError:  # a full or broken cache disk costs the next attempt a compile, never this grade
+            filed = 0
+    offered = {m.get("material_sha256") for m in offer}
+    claimed = reply.get("ext_served") if isinstance(reply.get("ext_served"), list) else []
+    return {"served": len({d for d in claimed if isinstance(d, str) and d in offered}),
+            "built": len(reply["ext_built"]) if isinstance(reply.get("ext_built"), list) else 0, "filed": filed}
 
 
 def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:

@@ -15,6 +15,7 @@ own clock. The worker is discarded after one attempt.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import socket
 import sys
@@ -22,12 +23,16 @@ import time
 import traceback
 
 from grader import wire
+from grader.compile_cache import ExtensionHook
 
 _perf_ns = time.perf_counter_ns  # captured before any candidate code exists
 LAUNCHES: dict[str, int] = {}
 FOREIGN_STREAM_LAUNCHES: dict[str, int] = {}  # launches on a stream other than the caller's (threat 7)
 _STREAM = {"caller": None, "raw": None}  # the caller's raw CUDA stream during a call; the reader of it
 LOAD_CHANGES = frozenset({"Worker.fn", "os.environ"})
+MAX_EXT_REPORT_HEADER = 256 << 10
+"""Largest build report (its materials hold the full extension sources) sent in a reply header; a
+larger one is dropped, so a huge extension compiles every time instead of overflowing the frame."""
 
 
 def format_error(e: BaseException) -> str:
@@ -180,9 +185,10 @@ class Worker:
         check = make_integrity_check(self._owners, strict=[self, self.clock])
         while True:
             try:
-                msg, _ = recv(sock)
+                msg, blob = recv(sock)
             except wire.WireError:
                 return
+            msg["_blob"] = blob  # the extension binaries the parent offers with a load
             op = msg.get("op")
             if op == "bye":
                 send(sock, {"ok": True})
@@ -198,12 +204,13 @@ class Worker:
                 reply = {"ok": False, "error_kind": kind_of(e), "error": fmt(e)}
             # Loading legitimately sets the entry point and the audited environment; nothing else may change.
             reply["tampered"] = check(rebase=op == "load", expected=LOAD_CHANGES if op == "load" else frozenset())
+            out_blob = reply.pop("_blob", b"")
             try:
-                if fd is not None:
+                if fd is not None:  # an fd frame carries no payload (fetch never builds anything)
                     send_fd(sock, reply, fd)
                     close(fd)
                 else:
-                    send(sock, reply)
+                    send(sock, reply, out_blob)
             except OSError:
                 return
 
@@ -212,6 +219,10 @@ class Worker:
         path = os.path.join(os.getcwd(), "candidate.py")
         with open(path, "w") as f:
             f.write(msg["source"])
+        # Before the candidate imports the loader names; the offer holds only entries the parent
+        # verified for this exact program (grader.compile_cache).
+        hook = ExtensionHook(os.getcwd(), msg.get("ext_offer") or [], msg.get("_blob") or b"")
+        hook.install()
         if self.audit_fd is not None:
             from grader import guard
 
@@ -228,8 +239,19 @@ class Worker:
                 raise TypeError(f"entry point {msg.get('entry_point')!r} is not callable")
         except BaseException as e:
             return {"ok": False, "error_kind": "compile", "error": format_error(e)}, None
+        finally:
+            # torch's own loaders are back before the reply. cpp_extension is not on the grading path,
+            # so neither this swap nor a candidate's own patch of it is in the integrity snapshot.
+            hook.uninstall()
         self.fn = fn
-        return {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6}, None
+        reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(hook.served)}
+        try:  # candidate code ran in this interpreter: a report it broke is only a missed cache entry
+            built, blob = hook.report()
+            if built and len(json.dumps(built)) <= MAX_EXT_REPORT_HEADER:
+                reply.update(ext_built=built, _blob=blob)
+        except Exception:  # noqa: BLE001
+            pass
+        return reply, None
 
     def _call(self, msg: dict):
         t_begin = _perf_ns()

@@ -62,8 +62,10 @@ def _preimport(device: str) -> None:
     import triton  # noqa: F401
     import triton.language  # noqa: F401
     import torch.profiler  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401 - the extension hook wraps its loaders in every worker
 
     # Everything the worker imports after the sandbox hides the checkout must be loaded now.
+    import grader.compile_cache  # noqa: F401
     import grader.guard  # noqa: F401
     import grader.inputs  # noqa: F401
     import grader.sandbox  # noqa: F401
