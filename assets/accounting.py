@@ -1,4 +1,5 @@
-"""Stage 7, accounting: the ledger (one terminal state per input row) and grader seconds by phase."""
+"""Stage 7, accounting: the ledger (one terminal state per input row), grader seconds by phase, and the cost of
+every record (`record_costs`: seconds charged to the record they produced, unattributed seconds, coverage)."""
 
 import dagster as dg
 from dagster import AssetExecutionContext
@@ -17,19 +18,37 @@ def accounting_sections(rows: list[dict]) -> dict[str, dict[str, float]]:
 
 
 @dg.asset(
-    deps=["raw_attempts", "graded_attempts", "trajectories", "revalidated_records", "family_splits"],
+    # contention_replay: its regrades are charged to the records they replayed, so they must be in before.
+    deps=["raw_attempts", "graded_attempts", "trajectories", "revalidated_records", "contention_replay",
+          "family_splits"],
     group_name=GROUP_RELEASE,
     owners=[OWNER],
     kinds={"sql", "duckdb"},
-    code_version="1",
+    code_version="2",
     description="The ledger (every raw attempt and every quarantined row in exactly one terminal state), "
                 "counts by status, and grader wall seconds by phase (start-up, compile, correctness, timing, "
-                "expert, revalidation, retries, failures).",
+                "expert, revalidation, retries, failures), and record_costs: one row per ledger record with the "
+                "grader seconds charged to it (phases, retries, recheck, contention replays, superseded grades) and "
+                "its seconds from admission to acceptance; unattributed seconds and coverage as 'cost' rows.",
 )
 def accounting(context: AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
+    # Imported here, not at module level: pipelines.cost registers the `cost` status section on import, and
+    # `kerneltraj status` imports the assets from inside a section while it iterates the registry.
+    from pipelines.cost import cost_summary, overheads
+
     with warehouse.connect() as con:
         with transaction(con):
             run_script(con, "accounting.rebuild", {"run_id": context.run.run_id})
+            # The replay's tables (its own DDL) exist even when no replay ran, so record_costs can read them.
+            run_script(con, "contention.create")
+            run_script(con, "accounting.record_costs")
+            ov = overheads(con)
+            run_script(con, "accounting.cost_rows", {"run_id": context.run.run_id,
+                                                     "recheck_overhead_s": ov.recheck_overhead_s,
+                                                     "replay_overhead_s": ov.replay_overhead_s,
+                                                     "recheck_runs": ov.recheck_runs,
+                                                     "replay_settings": ov.replay_settings})
+        cost = cost_summary(con)
         sections = accounting_sections(query_dicts(con, load_sql("accounting.published")))
         ledger = sections.get("ledger", {})
         md = table_metadata(
@@ -39,6 +58,10 @@ def accounting(context: AssetExecutionContext, warehouse: Warehouse) -> dg.Mater
             terminal_states=dg.MetadataValue.json({k: int(v) for k, v in sections.get("terminal_state", {}).items()}),
             grader_seconds=dg.MetadataValue.md(markdown_table(
                 [{"phase": k, "seconds": round(v, 2)} for k, v in sorted(sections.get("grader_seconds", {}).items())])),
+            cost_coverage_seconds=dg.MetadataValue.float(round(cost.coverage_seconds or 0.0, 6)),
+            cost_coverage_records=dg.MetadataValue.float(round(cost.coverage_records or 0.0, 6)),
+            unattributed_seconds=dg.MetadataValue.float(round(cost.unattributed_s, 3)),
+            record_costs=dg.MetadataValue.md(markdown_table(query_dicts(con, load_sql("accounting.cost_preview")))),
         )
     return dg.MaterializeResult(metadata=md)
 
@@ -69,4 +92,44 @@ def ledger_conservation(warehouse: Warehouse) -> dg.AssetCheckResult:
                         counts=dg.MetadataValue.json({k: int(v) for k, v in c.items()}))
 
 
-CHECKS = [ledger_conservation]
+@dg.asset_check(asset=accounting, blocking=True,
+                description="Conservation of grader seconds: record_costs holds one row per ledger record, "
+                            "quarantined rows carry none, the per-record seconds sum to the phase totals of "
+                            "grader_seconds (start-up, compile, correctness, timing, expert, primary total, "
+                            "revalidation, retries, failures) within 1e-6 relative, and every second stored in a "
+                            "grade row is either charged to a record or reported as orphaned.")
+def cost_conservation(warehouse: Warehouse) -> dg.AssetCheckResult:
+    from pipelines.cost import conservation_problems  # see accounting()
+
+    with warehouse.connect() as con:
+        sums = query_dicts(con, load_sql("accounting.cost_record_sums"))[0]
+        stored = query_dicts(con, load_sql("accounting.cost_stored_seconds"))[0]["stored_s"]
+        sections = accounting_sections(query_dicts(con, load_sql("accounting.published")))
+    broken = conservation_problems(sums, sections.get("grader_seconds", {}), sections.get("cost", {}), stored)
+    return check_result(broken, "seconds conservation rules broken",
+                        attributed_s=dg.MetadataValue.float(round(float(sums["attributed_s"]), 6)),
+                        stored_grade_s=dg.MetadataValue.float(round(float(stored), 6)))
+
+
+@dg.asset_check(asset=accounting, blocking=False,
+                description="Accounting coverage: the share of recorded grader seconds charged to a record, and "
+                            "the share of ledger records with a full cost row (every grade their terminal state "
+                            "needs, with its seconds). Warns when any record lacks a full cost row.")
+def cost_coverage(warehouse: Warehouse) -> dg.AssetCheckResult:
+    from pipelines.cost import cost_summary  # see accounting()
+
+    with warehouse.connect() as con:
+        s = cost_summary(con)
+        incomplete = query_dicts(con, load_sql("accounting.cost_incomplete"))
+    # Overheads are expected (a service must start), so low seconds coverage is reported, not failed.
+    return check_result(incomplete, "ledger records without a full cost row", warn_only=True,
+                        coverage_seconds=dg.MetadataValue.float(round(s.coverage_seconds or 0.0, 6)),
+                        coverage_records=dg.MetadataValue.float(round(s.coverage_records or 0.0, 6)),
+                        attributed_s=dg.MetadataValue.float(round(s.attributed_s, 3)),
+                        unattributed_s=dg.MetadataValue.json({k: round(v, 3)
+                                                              for k, v in s.unattributed_parts_s.items()}),
+                        records_full_cost=dg.MetadataValue.int(s.records_full_cost),
+                        records=dg.MetadataValue.int(s.records))
+
+
+CHECKS = [ledger_conservation, cost_conservation, cost_coverage]

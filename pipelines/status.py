@@ -44,7 +44,7 @@ def build_status(con: duckdb.DuckDBPyConnection, instance: dg.DagsterInstance | 
     latest = query_dicts(con, load_sql("status.latest_release"))
     ctx = StatusContext(con, instance, latest[0] if latest else None)
     out: dict[str, Any] = {}
-    for name, fn in SECTIONS.items():
+    for name, fn in list(SECTIONS.items()):  # a section's imports may register another
         value = fn(ctx)
         if value is not None:
             out[name] = value
@@ -141,3 +141,4 @@ def _last_run(ctx: StatusContext) -> dict[str, Any] | None:
 import pipelines.status_sections  # noqa: E402,F401
 import pipelines.claims  # noqa: E402,F401
 import pipelines.contention_report  # noqa: E402,F401
+import pipelines.cost  # noqa: E402,F401
