@@ -26,7 +26,7 @@ from grader.contract import GRADER_VERSION, REWARD_FLOOR
 from grader.taskcard import size_key
 from pipelines.contention_report import dataset_card_section
 from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse, resolve_path
-from pipelines.warehouse import load_sql, markdown_table, query_dicts, run_script, scalar, transaction
+from pipelines.warehouse import copy_parquet, load_sql, markdown_table, query_dicts, run_script, scalar, transaction
 
 CONFIGS: dict[str, str] = {
     "attempts": "Raw agent attempts as admitted (source code, agent, trajectory, turn, origin file:line).",
@@ -50,11 +50,6 @@ _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 SEALED_COLUMNS = ("hidden_sizes", "expert", "expert_source")
 
 
-def _lit(path: Path) -> str:
-    """A SQL string literal for a path (COPY ... TO takes no bound parameters)."""
-    return "'" + str(path).replace("'", "''") + "'"
-
-
 def shard_path(root: Path, config: str) -> Path:
     return root / "data" / config / SHARD
 
@@ -66,7 +61,7 @@ def export_configs(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, int]
         out = shard_path(root, config)
         out.parent.mkdir(parents=True, exist_ok=True)
         query = load_sql(f"release.{config}").rstrip().rstrip(";")
-        con.execute(f"COPY ({query}) TO {_lit(out)} (FORMAT parquet, COMPRESSION zstd)")
+        copy_parquet(con, query, out, wide_rows=config == "attempts")  # bounded memory at 1M attempts
         rows[config] = int(scalar(con, "SELECT count(*) FROM read_parquet($path)", {"path": str(out)}))
     return rows
 

@@ -2,21 +2,20 @@
 
     python bench/data_path.py --n 1000000          # the full run (about 4 GB of JSONL under --workdir)
     python bench/data_path.py --n 20000            # smoke run, under a minute
-    ... --compare-split                            # also the vectorised ingest, checked row for row
+    ... --compare-rowwise                          # also the row-by-row reference ingest, checked row for row
 
 No grading happens: each attempt comes with a synthetic grade (primary and recheck) shaped like the rows
-the grading stage writes. Everything else is the pipeline's own code and SQL: `parse_lines` /
-`parse_record` validate every line, the warehouse is created by sql/schema.sql, views.sql and ledger.sql,
-and the stages run `revalidation.rebuild`, `accounting.rebuild`, `trajectories.rebuild`,
-`pipelines.splits.build_manifest` and the `release.<config>` queries. What differs from the Dagster assets
-is how rows move: parsing is spread over processes, rows travel as Arrow batches and parquet parts and
-enter DuckDB in bulk (the assets use executemany), and the sorted `attempts` export is written one key
-range at a time. The few statements that do that moving are bench-only and inline below, each marked
-`BENCH-ONLY SQL`; all other SQL is loaded from sql/*.sql.
+the grading stage writes. Everything else is the pipeline's own code and SQL: the ingest is
+`assets.ingest.load_attempt_files` (what the raw_attempts asset runs: DuckDB admits the lines it can prove
+admissible, `parse_line` judges the rest), the warehouse is created by sql/schema.sql, views.sql and
+ledger.sql, the stages run `revalidation.rebuild`, `accounting.rebuild`, `trajectories.rebuild`,
+`pipelines.splits.build_manifest`, and the release is `assets.release.export_configs`. Grades enter in bulk
+from parquet (the grading asset commits them as they arrive); that statement is bench-only and inline below,
+marked `BENCH-ONLY SQL`, as is the row-for-row comparison against the reference ingest.
 
 Every stage runs in its own spawned process; its peak memory is that process's RSS high-water mark
 (ru_maxrss), plus those of the workers it ran at the same time. The physical floor is DuckDB reading
-the released parquet and writing it again, nothing else (same shards, same compression).
+the released parquet and writing it again, nothing else (same files, same compression and row groups).
 """
 from __future__ import annotations
 
@@ -291,41 +290,15 @@ GRADE_COLUMNS = ("attempt_id grading_pass task_id task_revision grader_version s
 
 
 # ---- stage 1: ingest ----------------------------------------------------------------------------------
-# Parse workers (one per core) each take whole files and write parquet parts; the stage then inserts all
-# parts in one transaction. Two worker kinds:
-# - `rowwise` (the data path's `ingest`): parse_lines on every line, exactly as assets/ingest.py;
-# - `split` (`ingest_split`, with --compare-split): an attempt at vectorising the parse. An in-process DuckDB
-#   (C++ JSON reader) pulls the `source` string out of each line, checks its size and NUL bytes and leaves
-#   `""` in its place; json.loads and parse_record then run on that small remainder, so parse_record still
-#   decides every row. Lines where the two readers could disagree (JSON only DuckDB accepts, repeated keys, a
-#   `source` text that does not come back out exactly once, invalid UTF-8) and every rejected line go through
-#   parse_lines whole. It is checked row for row against `rowwise`. Measured on 2 loaded cores it was no
-#   faster (per-row parse_record and the warehouse insert dominate, not the JSON reader), so it is not the
-#   data path; it stays here so a bigger host can measure it again.
+# `ingest` is the product's own: assets.ingest.load_attempt_files, the function the raw_attempts asset calls
+# (DuckDB admits the lines it can prove admissible, parse_line judges the rest, duplicates settled in SQL).
+# `ingest_rowwise` (with --compare-rowwise) is the reference it replaced, made as fast as Python allows:
+# parse_lines on every line in parse workers (one per core), rows as parquet parts, one bulk insert. The
+# check stage compares the two warehouses row for row.
 RAW_COLUMNS = ("attempt_id task_id agent model trajectory_id turn language entry_point source source_sha256 "
                "source_format generation_tokens generation_budget_tokens started_at finished_at claimed_speedup "
                "origin extra").split()
-# BENCH-ONLY SQL: the source cut out of each line of a block (bench_blk: line_no, line).
-SPLIT_SQL = """
-SELECT line_no, src, rem FROM (
-    SELECT line_no, line, src_json, src_json->>'$' AS src, replace(line, src_json, '""') AS rem
-    FROM (SELECT line_no, line, CASE WHEN strlen(line) <= $max_line THEN TRY(json_extract(line, '$.source')) END
-                 AS src_json FROM bench_blk))
-WHERE starts_with(src_json, '"') AND strlen(src) <= $max_src AND NOT contains(src, chr(0))
-  AND (src_json = '""' OR strlen(line) - strlen(rem) = strlen(src_json) - 2)
-"""
 _INT_COLUMNS = {"turn", "generation_tokens", "generation_budget_tokens", "line_no", "file_no", "byte_offset"}
-
-
-class _Slow(Exception):
-    """This line needs the whole-line path."""
-
-
-def _no_duplicate_keys(pairs: list) -> dict:
-    d = dict(pairs)
-    if len(d) != len(pairs):  # json.loads keeps the last value, DuckDB the first: let parse_lines decide
-        raise _Slow
-    return d
 
 
 class _Parts:
@@ -377,42 +350,36 @@ def _extra_text(extra: dict) -> str:
 
 
 def parse_file_group(args: tuple) -> dict:
-    """A parse worker over whole files; returns its parts, quarantined rows and per-file facts."""
-    files, known, out, batch_rows, mode, block_mb = args
-    parts, quarantined, facts, stats = _Parts(out, files[0][0], batch_rows), [], [], {"split": 0, "whole_line": 0}
-    reader = _SplitReader(block_mb) if mode == "split" else None
+    """A parse worker over whole files (row-by-row reference); returns its parts, quarantined rows, file facts."""
+    files, known, out, batch_rows, block_mb = args
+    parts, quarantined, facts = _Parts(out, files[0][0], batch_rows), [], []
     for file_no, path, display in files:
         digest, n_lines, n_blank = hashlib.sha256(), 0, 0
-        slow: dict[int, tuple[bytes, int]] = {}  # line_no -> (raw line, byte offset): the whole-line path
+        lines: dict[int, tuple[bytes, int]] = {}  # line_no -> (raw line, byte offset)
         for data, offs, first_line, base in _blocks(path, block_mb << 20, digest):
-            done = reader.fast_rows(data, offs, first_line, known, parts, file_no, display, base) if reader else set()
             for i in range(len(offs) - 1):
-                if first_line + i not in done:
-                    raw = data[offs[i]:offs[i + 1]]
-                    raw = raw[:-1] if raw.endswith(b"\n") else raw
-                    slow[first_line + i] = (raw, base + int(offs[i]))
-                    n_blank += not raw.strip()
-            stats["split"] += len(done)
+                raw = data[offs[i]:offs[i + 1]]
+                raw = raw[:-1] if raw.endswith(b"\n") else raw
+                lines[first_line + i] = (raw, base + int(offs[i]))
+                n_blank += not raw.strip()
             n_lines = first_line + len(offs) - 2
-        stats["whole_line"] += len(slow)
-        # parse_lines over the file's line numbers (blank where the split path already answered): its line
-        # numbers, reasons and excerpts are the asset's own. Ids seen twice are settled later, across workers.
-        lines = (slow[i][0] if i in slow else b"" for i in range(1, n_lines + 1))
-        n_ok = n_bad = 0
-        for item in parse_lines(lines, display, known, set()):
-            line_no = int(item.origin.rsplit(":", 1)[1])
-            if isinstance(item, RawAttempt):
-                n_ok += 1
-                parts.add(item, item.source, item.source_sha256, _extra_text(item.extra), file_no, line_no,
-                          slow[line_no][1])
-            else:
-                n_bad += 1
-                quarantined.append({"origin": item.origin, "attempt_id": item.attempt_id, "reason_code": item.reason_code,
-                                    "reason": item.reason, "raw_excerpt": item.raw_excerpt, "file_no": file_no})
+            # parse_lines over the lines read so far (its line numbers, reasons and excerpts are the asset's
+            # own); ids seen twice are settled later, across workers.
+            block = (lines[i][0] if i in lines else b"" for i in range(1, n_lines + 1))
+            for item in parse_lines(block, display, known, set()):
+                line_no = int(item.origin.rsplit(":", 1)[1])
+                if isinstance(item, RawAttempt):
+                    parts.add(item, item.source, item.source_sha256, _extra_text(item.extra), file_no, line_no,
+                              lines[line_no][1])
+                else:
+                    quarantined.append({"origin": item.origin, "attempt_id": item.attempt_id,
+                                        "reason_code": item.reason_code, "reason": item.reason,
+                                        "raw_excerpt": item.raw_excerpt, "file_no": file_no})
+            lines.clear()
         facts.append({"file_no": file_no, "path": display, "sha256": digest.hexdigest(),
                       "size_bytes": os.path.getsize(path), "nonblank_lines": n_lines - n_blank})
     parts.flush()
-    return {"parts": parts.paths, "quarantined": quarantined, "facts": facts, "stats": stats, "maxrss_kb": _maxrss_kb()}
+    return {"parts": parts.paths, "quarantined": quarantined, "facts": facts, "maxrss_kb": _maxrss_kb()}
 
 
 def _blocks(path: str, block: int, digest):
@@ -437,72 +404,24 @@ def _blocks(path: str, block: int, digest):
             base += len(data)
 
 
-class _SplitReader:
-    """The split path of one worker: an in-process DuckDB (one thread) plus json.loads/parse_record on remainders."""
-
-    def __init__(self, block_mb: int):
-        import duckdb
-
-        from grader.contract import MAX_SOURCE_BYTES
-        from pipelines.rawattempt import MAX_LINE_BYTES
-
-        self.con = duckdb.connect()
-        self.con.execute("SET threads = 1")
-        self.con.execute(f"SET memory_limit = '{max(256, 8 * block_mb)}MB'")
-        self.params = {"max_line": MAX_LINE_BYTES, "max_src": MAX_SOURCE_BYTES}
-
-    def fast_rows(self, data: bytes, offs, first_line: int, known: set, parts: _Parts, file_no: int,
-                  display: str, base: int) -> set[int]:
-        """Admit what the split path can decide; returns the line numbers it admitted."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        n = len(offs) - 1
-        try:  # Arrow checks UTF-8 here; a block with an invalid byte goes the whole-line way, every line of it
-            lines = pc.cast(pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offs.astype(np.int32)),
-                                                                         pa.py_buffer(data)]), pa.string())
-        except pa.ArrowInvalid:
-            return set()
-        self.con.register("bench_blk", pa.table({"line_no": np.arange(first_line, first_line + n), "line": lines}))
-        got = self.con.sql(SPLIT_SQL, params=self.params).to_arrow_table()
-        self.con.unregister("bench_blk")
-        src = got.column("src").combine_chunks()
-        s_offs = np.frombuffer(src.buffers()[1], np.int32)[src.offset:src.offset + len(src) + 1]
-        s_data = memoryview(src.buffers()[2] or b"")
-        done = set()
-        for j, (line_no, rem) in enumerate(zip(got.column("line_no").to_pylist(), got.column("rem").to_pylist())):
-            try:
-                obj = json.loads(rem, object_pairs_hook=_no_duplicate_keys)
-                if type(obj) is not dict or obj.get("source") != "":
-                    raise _Slow
-                rec = parse_record(obj, known)
-            except (ValueError, RecursionError, RejectRow, _Slow):
-                continue
-            raw_src = s_data[s_offs[j]:s_offs[j + 1]]
-            rec = dataclasses.replace(rec, origin=f"{display}:{line_no}")
-            parts.add(rec, str(raw_src, "utf-8"), hashlib.sha256(raw_src).hexdigest(), _extra_text(rec.extra), file_no,
-                      line_no, base + int(offs[line_no - first_line]))
-            done.add(line_no)
-        return done
-
-
-def _ingest(ctx: dict, mode: str, db: str) -> dict:
+def stage_ingest_rowwise(ctx: dict) -> dict:
     import datetime as dt
 
+    from assets.ingest import display_path
     from grader.catalogue import load_catalogue
     from pipelines.warehouse import insert_rows, run_script, transaction
 
     catalogue = load_catalogue()
+    db = "warehouse_rowwise.duckdb"
     files = sorted(Path(ctx["inputs"]).glob("attempts-*.jsonl"))
-    groups = [[(i, str(f), f"synthetic/{f.name}") for i, f in enumerate(files) if i % ctx["workers"] == w]
+    groups = [[(i, str(f), display_path(f)) for i, f in enumerate(files) if i % ctx["workers"] == w]
               for w in range(ctx["workers"])]
-    parts_dir = Path(ctx["work"]) / f"parts_{mode}"
+    parts_dir = Path(ctx["work"]) / "parts_rowwise"
     shutil.rmtree(parts_dir, ignore_errors=True)
     parts_dir.mkdir(parents=True)
     t0 = time.perf_counter()
     with mp.get_context("spawn").Pool(ctx["workers"]) as pool:
-        outs = pool.map(parse_file_group, [(g, set(catalogue), str(parts_dir), ctx["batch_rows"], mode, ctx["block_mb"])
+        outs = pool.map(parse_file_group, [(g, set(catalogue), str(parts_dir), ctx["batch_rows"], ctx["block_mb"])
                                            for g in groups if g])
     t_parse = time.perf_counter() - t0
     parse_peak_kb = _maxrss_kb() + sum(o["maxrss_kb"] for o in outs)  # workers and this process, all at once
@@ -553,17 +472,33 @@ def _ingest(ctx: dict, mode: str, db: str) -> dict:
                                    for c in catalogue.values()])
         n_raw, n_q = con.execute("SELECT (SELECT count(*) FROM raw_attempts), (SELECT count(*) FROM quarantine)").fetchone()
     shutil.rmtree(parts_dir, ignore_errors=True)
-    stats = {k: sum(o["stats"][k] for o in outs) for k in outs[0]["stats"]}
-    return {"rows": n_raw, "quarantined": n_q, "parse_s": round(t_parse, 2), **({"lines": stats} if mode == "split" else {}),
+    return {"rows": n_raw, "quarantined": n_q, "parse_s": round(t_parse, 2),
             "peak_kb": max(parse_peak_kb, _maxrss_kb())}  # the insert runs after the workers have exited
 
 
 def stage_ingest(ctx: dict) -> dict:
-    return _ingest(ctx, "rowwise", "warehouse.duckdb")
+    """The raw_attempts asset's own loader over the synthetic files, in one transaction, plus the tasks."""
+    import datetime as dt
 
+    from assets.ingest import load_attempt_files
+    from grader.catalogue import load_catalogue
+    from pipelines.warehouse import bulk_write, insert_rows, run_script, transaction
 
-def stage_ingest_split(ctx: dict) -> dict:
-    return _ingest(ctx, "split", "warehouse_split.duckdb")
+    catalogue = load_catalogue()
+    files = sorted(Path(ctx["inputs"]).glob("attempts-*.jsonl"))
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    with _connect(ctx) as con:
+        with bulk_write(con), transaction(con):  # as the asset does
+            run_script(con, "ingest.clear")
+            facts = load_attempt_files(con, files, set(catalogue), RUN_ID, now)
+            insert_rows(con, "input_files", facts)
+            insert_rows(con, "tasks", [{"task_id": c.task_id, "task_revision": c.revision, "family": c.family,
+                                        "lineage": c.lineage, "run_id": RUN_ID,
+                                        "public_card": json.dumps(c.public_card(), sort_keys=True, default=list)}
+                                       for c in catalogue.values()])
+        n_raw, n_q = con.execute("SELECT (SELECT count(*) FROM raw_attempts), (SELECT count(*) FROM quarantine)"
+                                 ).fetchone()
+    return {"rows": n_raw, "quarantined": n_q}
 
 
 # ---- stages 2-6: grades, revalidation, ledger, trajectories, splits, release -------------------------------
@@ -640,55 +575,30 @@ def stage_splits(ctx: dict) -> dict:
 
 
 def stage_release(ctx: dict) -> dict:
-    from assets.release import CONFIGS
-    from pipelines.warehouse import load_sql
+    """The release asset's own export: assets.release.export_configs, one zstd parquet shard per config."""
+    from assets.release import export_configs
 
     root = Path(ctx["work"]) / "release"
     shutil.rmtree(root, ignore_errors=True)
-    rows = {}
     with _connect(ctx) as con:
-        for config in CONFIGS:
-            query = load_sql(f"release.{config}").rstrip().rstrip(";")
-            if config == "attempts":  # the one config that carries the sources (about 4 KB a row)
-                rows[config] = _copy_key_ranges(con, query, "attempt_id", root / "data" / config, ctx)
-            else:
-                rows[config] = _copy_sharded(con, query, root / "data" / config, ctx)
+        rows = export_configs(con, root)
     return {"rows": sum(rows.values()), "shards": sum(1 for _ in root.rglob("*.parquet")),
             "bytes": sum(p.stat().st_size for p in root.rglob("*.parquet"))}
 
 
-def _copy_key_ranges(con, query: str, key: str, out: Path, ctx: dict) -> int:
-    """An ORDER BY `key` export as one COPY per key range, each range about one shard of source text.
-
-    One COPY of the whole sorted `attempts` query runs out of memory at 1M rows with a 1 GB limit and two
-    threads (the sort carries every source); sorted ranges written in turn are the same bytes in the same
-    order, and each sort holds one shard."""
-    # BENCH-ONLY SQL
-    total = con.execute("SELECT coalesce(sum(strlen(source)), 0), count(*) FROM raw_attempts").fetchone()
-    n = max(1, math.ceil(total[0] / (ctx["shard_mb"] << 20)))
-    bounds = con.execute(f"SELECT quantile_disc({key}, $q) FROM raw_attempts",
-                         {"q": [i / n for i in range(1, n)]}).fetchone()[0] if n > 1 else []
-    out.mkdir(parents=True, exist_ok=True)
-    edges = [None, *bounds, None]
-    for i in range(n):
-        lo, hi = edges[i], edges[i + 1]
-        where = " AND ".join([*([f"{key} >= $lo"] if lo is not None else []),
-                              *([f"{key} < $hi"] if hi is not None else [])]) or "true"
-        params = {k: v for k, v in (("lo", lo), ("hi", hi)) if v is not None}
-        con.execute(f"COPY (SELECT * FROM ({query}) WHERE {where} ORDER BY {key}) TO "
-                    f"'{out / f'train-{i:05d}-of-{n:05d}.parquet'}' (FORMAT parquet, COMPRESSION zstd, "
-                    f"ROW_GROUP_SIZE {ctx['row_group']})", params)
-    return con.execute(f"SELECT count(*) FROM read_parquet('{out}/*.parquet')").fetchone()[0]
-
-
 def stage_floor(ctx: dict) -> dict:
-    """The physical floor: DuckDB reads every released shard and writes it again, nothing else."""
+    """The physical floor: DuckDB reads every released shard and writes it again (same format), nothing else."""
+    from pipelines.warehouse import copy_parquet
+
     src, out = Path(ctx["work"]) / "release" / "data", Path(ctx["work"]) / "floor"
     shutil.rmtree(out, ignore_errors=True)
     rows = 0
     with _connect(ctx, db=None) as con:
-        for d in sorted(p for p in src.iterdir() if p.is_dir()):
-            rows += _copy_sharded(con, f"SELECT * FROM read_parquet('{d}/*.parquet')", out / d.name, ctx)
+        for shard in sorted(src.rglob("*.parquet")):
+            target = out / shard.parent.name / shard.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            copy_parquet(con, f"SELECT * FROM read_parquet('{shard}')", target)
+            rows += con.execute(f"SELECT count(*) FROM read_parquet('{target}')").fetchone()[0]
     return {"rows": rows}
 
 
@@ -741,20 +651,21 @@ def _maxrss_kb() -> int:
 # ---- driver ---------------------------------------------------------------------------------------------
 STAGES = {"ingest": stage_ingest, "grades": stage_grades, "revalidation": stage_revalidation, "ledger": stage_ledger,
           "trajectories": stage_trajectories, "splits": stage_splits, "release": stage_release}
-REFERENCES = {"floor": stage_floor, "json_floor": stage_json_floor, "ingest_split": stage_ingest_split,
+REFERENCES = {"floor": stage_floor, "json_floor": stage_json_floor, "ingest_rowwise": stage_ingest_rowwise,
               "ingest_check": None}
-PREIMPORT = {"revalidation": ["assets.revalidation"], "release": ["assets.release"]}
+PREIMPORT = {"ingest": ["assets.ingest"], "ingest_rowwise": ["assets.ingest"], "revalidation": ["assets.revalidation"],
+             "release": ["assets.release"]}
 
 
 def stage_ingest_check(ctx: dict) -> dict:
-    """The split ingest against the row-by-row one: the same rows, quarantine and file counts."""
+    """The data path's ingest against the row-by-row reference: the same rows, quarantine and file counts."""
     keys = {"raw_attempts": [c for c in RAW_COLUMNS if c not in ("source", "extra")] + ["input_sha256",
                                                                                         "CAST(extra AS VARCHAR)"],
             "quarantine": ["origin", "attempt_id", "reason_code", "reason", "raw_excerpt", "input_sha256"],
             "input_files": ["path", "sha256", "size_bytes", "accepted", "quarantined", "nonblank_lines"]}
     out = {}
     with _connect(ctx) as con:
-        con.execute(f"ATTACH '{Path(ctx['work']) / 'warehouse_split.duckdb'}' AS rw (READ_ONLY)")
+        con.execute(f"ATTACH '{Path(ctx['work']) / 'warehouse_rowwise.duckdb'}' AS rw (READ_ONLY)")
         for table, cols in keys.items():
             sel = ", ".join(cols)
             # BENCH-ONLY SQL: symmetric difference, duplicates counted (EXCEPT ALL both ways).
@@ -839,8 +750,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--regen", action="store_true", help="regenerate the inputs even when cached")
     ap.add_argument("--no-json-floor", action="store_true", help="skip DuckDB's own JSON-to-parquet reference")
-    ap.add_argument("--compare-split", action="store_true",
-                    help="also run the split (vectorised) ingest and check it row for row against the data path's")
+    ap.add_argument("--compare-rowwise", action="store_true",
+                    help="also run the row-by-row reference ingest and check it row for row against the data path's")
     ap.add_argument("--block-mb", type=int, default=32, help="JSONL bytes per vectorised ingest block")
     ap.add_argument("--row-group", type=int, default=16_384, help="rows per parquet row group in the release")
     ap.add_argument("--keep", action="store_true", help="keep the warehouse and release under --workdir")
@@ -858,7 +769,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work / p, ignore_errors=True) if (work / p).is_dir() else (work / p).unlink(missing_ok=True)
     results = {}
     names = [*STAGES, "floor", *([] if a.no_json_floor else ["json_floor"]),
-             *(["ingest_split", "ingest_check"] if a.compare_split else [])]
+             *(["ingest_rowwise", "ingest_check"] if a.compare_rowwise else [])]
     for name in names:
         results[name] = run_stage(name, ctx)
         r = results[name]
@@ -891,8 +802,8 @@ def check(results: dict, gen: dict) -> list[str]:
         problems.append("the floor copied a different number of rows than the release wrote")
     if "ingest_check" in results:
         diffs = {k: v for k, v in results["ingest_check"].items() if k.endswith("_diff") and v}
-        if diffs or results["ingest_split"]["rows"] != results["ingest"]["rows"]:
-            problems.append(f"the split ingest differs from the row-by-row one: {diffs}")
+        if diffs or results["ingest_rowwise"]["rows"] != results["ingest"]["rows"]:
+            problems.append(f"the data path's ingest differs from the row-by-row one: {diffs}")
     return problems
 
 
@@ -906,21 +817,21 @@ def report(results: dict, gen: dict, a, load0, problems: list[str]) -> None:
           f"load average {load0[0]:.1f} before / {os.getloadavg()[0]:.1f} after (shared, loaded)")
     print(f"| {'stage':<16} | {'seconds':>8} | {'peak RSS MiB':>12} | {'rows':>10} |")
     print(f"|{'-' * 18}|{'-' * 10}|{'-' * 14}|{'-' * 12}|")
-    for k in [*path, "floor", "json_floor", "ingest_split"]:
+    for k in [*path, "floor", "json_floor", "ingest_rowwise"]:
         if k in results:
             r = results[k]
-            label = {"floor": "floor*", "json_floor": "json floor**", "ingest_split": "ingest split***"}.get(k, k)
+            label = {"floor": "floor*", "json_floor": "json floor**", "ingest_rowwise": "ingest rowwise***"}.get(k, k)
             print(f"| {label:<16} | {r['seconds']:8.1f} | {r['peak_kb'] / 1024:12.0f} | {r['rows']:>10,} |")
     print(f"| {'data path total':<16} | {total:8.1f} | {peak:12.0f} | {'':>10} |")
     print(f"\ntotal / floor = {total:.1f} / {floor:.1f} = {total / floor:.2f}x  (target <= 3x); "
           f"peak {peak:.0f} MiB (target < 2048 MiB)")
-    print("* floor: DuckDB reads every released parquet shard and writes it again (zstd, same shard size), "
+    print("* floor: DuckDB reads every released parquet file and writes it again (zstd, same row groups), "
           "nothing else.\n** json floor: DuckDB's read_json over the raw JSONL to parquet, no validation (for scale).")
     if "ingest_check" in results:
-        print("*** ingest split: the vectorised variant (DuckDB cuts the source out, parse_record on the rest); not "
-              "in the total. Row-for-row check against the data path's ingest: "
+        print("*** ingest rowwise: the reference ingest (parse_lines on every line in parse workers, bulk insert); "
+              "not in the total. Row-for-row check against the data path's ingest: "
               + ", ".join(f"{k} {v}" for k, v in results["ingest_check"].items() if k.endswith("_diff")))
-    print("ingest: parse_lines (parse_record) on every line, as assets/ingest.py, in parse workers; bulk inserts.")
+    print("ingest: assets.ingest.load_attempt_files (DuckDB fast path, parse_line for the rest, one streamed insert).")
     print("peak RSS: the stage process's high-water mark; for an ingest, the larger of (parse phase: the stage "
           "process plus every parse worker, summed) and the insert phase that follows.")
     for p in problems:

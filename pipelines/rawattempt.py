@@ -166,32 +166,142 @@ def parse_lines(lines: Iterable[bytes], origin: str, known_tasks: Iterable[str] 
     known = set(known_tasks) if known_tasks is not None else None
     seen = seen_ids if seen_ids is not None else set()
     for lineno, raw in enumerate(lines, 1):
-        where = f"{origin}:{lineno}"
-        if not raw.strip():
-            continue
-        excerpt = raw[:200].decode("utf-8", "replace")
-        if len(raw) > MAX_LINE_BYTES:
-            yield Quarantined(where, None, "oversized_row", f"row is {len(raw)} bytes, over {MAX_LINE_BYTES}", excerpt)
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-            yield Quarantined(where, None, "bad_encoding", f"row is not valid UTF-8 (byte {e.start})", excerpt)
-            continue
-        try:
-            obj = json.loads(text)
-        except (ValueError, RecursionError) as e:  # JSONDecodeError, and over-long integer literals
-            yield Quarantined(where, None, "bad_json", f"row is not valid JSON: {str(e)[:120]}", excerpt)
-            continue
-        aid = obj.get("attempt_id") if isinstance(obj, dict) and isinstance(obj.get("attempt_id"), str) else None
-        try:
-            rec = parse_record(obj, known)
-        except RejectRow as e:
-            yield Quarantined(where, aid, e.code, f"{aid or where}: {e}", excerpt)
-            continue
+        item = parse_line(raw, f"{origin}:{lineno}", known, seen)
+        if item is not None:
+            yield item
+
+
+def parse_line(raw: bytes, where: str, known: set[str] | None,
+               seen: set[str] | None) -> RawAttempt | Quarantined | None:
+    """One raw line (no newline) at `where` (`file:line`): None if blank, else exactly one verdict.
+
+    With `seen` None the duplicate-id rule is left to the caller (the bulk ingest settles it in SQL,
+    first occurrence in file and line order, as this function would with one shared set)."""
+    if not raw.strip():
+        return None
+    excerpt = raw[:200].decode("utf-8", "replace")
+    if len(raw) > MAX_LINE_BYTES:
+        return Quarantined(where, None, "oversized_row", f"row is {len(raw)} bytes, over {MAX_LINE_BYTES}", excerpt)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return Quarantined(where, None, "bad_encoding", f"row is not valid UTF-8 (byte {e.start})", excerpt)
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, and over-long integer literals
+        return Quarantined(where, None, "bad_json", f"row is not valid JSON: {str(e)[:120]}", excerpt)
+    aid = obj.get("attempt_id") if isinstance(obj, dict) and isinstance(obj.get("attempt_id"), str) else None
+    try:
+        rec = parse_record(obj, known)
+    except RejectRow as e:
+        return Quarantined(where, aid, e.code, f"{aid or where}: {e}", excerpt)
+    if seen is not None:
         if rec.attempt_id in seen:
-            yield Quarantined(where, rec.attempt_id, "duplicate_id",
-                              f"{rec.attempt_id}: attempt_id already ingested; ids must be unique", excerpt)
-            continue
+            return duplicate_id(where, rec.attempt_id, excerpt)
         seen.add(rec.attempt_id)
-        yield dataclasses.replace(rec, origin=where)
+    return dataclasses.replace(rec, origin=where)
+
+
+def duplicate_id(where: str, attempt_id: str, excerpt: str) -> Quarantined:
+    """The verdict on an admissible row whose id an earlier row (file order, then line order) already holds."""
+    return Quarantined(where, attempt_id, "duplicate_id",
+                       f"{attempt_id}: attempt_id already ingested; ids must be unique", excerpt)
+
+
+# ---- the bulk fast path: DuckDB decides the lines it can prove parse_record would admit unchanged ----
+# `sql/ingest.sql` (`ingest.admissible`) reads a registered Arrow table `ingest_block(line_no, line)` and
+# returns only lines that are strict JSON objects whose fields all pass parse_record's rules in their plain
+# form; every other line (malformed, hostile, unusual: unknown keys, non-ASCII entry points, ...) goes to
+# parse_line, so quarantine codes and messages stay the parser's own. DuckDB's JSON reader is more lenient
+# than json.loads in two ways, both closed off: trailing commas (the query counts commas; see there) and
+# NaN/Infinity spellings (typed fields reject non-finite numbers; `extra` is re-read by json.loads below).
+EXTRA_MAX_DEPTH = 64
+"""Deeper `extra` objects take the per-line parser (json.loads recursion limits decide there)."""
+_ADMISSIBLE_PARAMS = {"max_line_bytes": MAX_LINE_BYTES + 1,  # +1: block lines keep their "\n"
+                      "max_source_bytes": MAX_SOURCE_BYTES, "languages": list(LANGUAGES)}
+
+
+def canonical_extra(text: str | None) -> str | None:
+    """The stored `extra` text for a line whose `extra` value DuckDB re-serialised as `text` (None: absent),
+    as attempt_row() writes it; None when json.loads would not read it the same way (NaN spellings it
+    refuses, over-long integers, deep nesting) or it is not an object."""
+    try:
+        obj = json.loads(text) if text is not None else None
+    except (ValueError, RecursionError):
+        return None
+    if obj is None:
+        obj = {}
+    if type(obj) is not dict or _depth(obj, EXTRA_MAX_DEPTH) > EXTRA_MAX_DEPTH:
+        return None
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+def _depth(v: Any, limit: int, here: int = 1) -> int:
+    if here > limit:
+        return here
+    items = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+    return max((_depth(x, limit, here + 1) for x in items if isinstance(x, (dict, list))), default=here)
+
+
+def admissible_rows(con: Any, block: Any, known_tasks: Iterable[str], load_sql: Any) -> Any:
+    """The lines of `block` (Arrow: line_no, line; every line ending in "\\n") that parse_record admits
+    unchanged, as Arrow columns of raw_attempts (without origin/input/run columns) plus line_no.
+
+    Lines left out are not judged: the caller sends them to parse_line."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lines = block.column("line").combine_chunks()
+    block = block.append_column("line_commas", pa.array(_commas(lines)))
+    # Batches of 2,048 rows: DuckDB scans an Arrow table one batch per thread.
+    con.register("ingest_block", pa.Table.from_batches(block.to_batches(max_chunksize=2048)))
+    try:
+        rows = con.sql(load_sql("ingest.admissible"),
+                       params={**_ADMISSIBLE_PARAMS, "known_tasks": sorted(known_tasks)}).to_arrow_table()
+    finally:
+        con.unregister("ingest_block")
+    if rows.num_rows == 0:
+        return rows.drop_columns(["extra_json", "source_commas"])
+    # `extra`: few distinct values in practice, so json.loads/json.dumps run once per distinct text.
+    codes = pc.dictionary_encode(rows.column("extra_json").combine_chunks())
+    canon = [canonical_extra(t) for t in codes.dictionary.to_pylist()]
+    extra = pc.take(pa.array(canon, pa.string()), codes.indices)
+    if codes.null_count:  # absent `extra`
+        extra = pc.if_else(pc.is_null(codes.indices), "{}", extra)
+    source = rows.column("source").combine_chunks()
+    keep = pc.and_(pc.is_valid(extra), pc.equal(pa.array(_commas(source)), rows.column("source_commas")))
+    rows = rows.drop_columns(["extra_json", "source_commas"]).append_column("extra", extra)
+    if not pc.all(keep).as_py():
+        rows = rows.filter(keep)
+        source = rows.column("source").combine_chunks()
+    return rows.append_column("source_sha256", _sha256_hex(source))
+
+
+def _offsets(strings: Any) -> Any:
+    import numpy as np
+
+    kind = np.int64 if str(strings.type).startswith("large") else np.int32
+    return np.frombuffer(strings.buffers()[1], kind)[strings.offset:strings.offset + len(strings) + 1]
+
+
+def _commas(strings: Any) -> Any:
+    """Commas per string of an Arrow string array (vectorised: positions, then a search per boundary)."""
+    import numpy as np
+
+    offs = _offsets(strings).astype(np.int64)
+    data = np.frombuffer(strings.buffers()[2] or b"", np.uint8)
+    at = np.flatnonzero(data[offs[0]:offs[-1]] == 44) + offs[0]
+    return np.diff(np.searchsorted(at, offs)).astype(np.int64)
+
+
+def _sha256_hex(strings: Any) -> Any:
+    """Lower-case hex SHA-256 of each UTF-8 string, as RawAttempt.source_sha256 (hashlib, no per-row str)."""
+    import numpy as np
+    import pyarrow as pa
+
+    offs = _offsets(strings).tolist()
+    data = memoryview(strings.buffers()[2] or b"")
+    sha = hashlib.sha256
+    hexes = b"".join(sha(data[a:b]).digest() for a, b in zip(offs[:-1], offs[1:])).hex().encode()
+    return pa.StringArray.from_buffers(len(strings), pa.py_buffer(np.arange(0, 64 * len(strings) + 1, 64, np.int32)),
+                                       pa.py_buffer(hexes))
