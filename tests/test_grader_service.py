@@ -122,7 +122,10 @@ def test_no_directory_outside_the_system_is_readable_even_through_libc(tmp_path)
     import uuid
 
     root = f"/kt-probe-{uuid.uuid4().hex[:8]}"
-    os.makedirs(root)
+    try:
+        os.makedirs(root)
+    except OSError as e:
+        pytest.skip(f"cannot plant a directory at the file system root here: {e}")
     try:
         with open(f"{root}/secret.txt", "w") as f:
             f.write("expert source")
