@@ -113,9 +113,9 @@ class PersistingL2:
         return int(value.value) if self._get(self._ct.byref(value), self.LIMIT) == 0 else None
 
     def restore(self) -> None:
-        if self._get is not None:
-            if (self._read() or 0) > self.baseline:
-                self._set(self.LIMIT, self.baseline)
+        """Put back a limit raised since start-up and demote its lines; one driver read otherwise."""
+        if self._get is not None and (self._read() or 0) > self.baseline:
+            self._set(self.LIMIT, self.baseline)
             self._reset()
 
     def take(self) -> int:
