@@ -92,7 +92,8 @@ def run_backend(name: str, mode: str, workers: int, reqs, extra_cards, cuda: boo
         boot = time.perf_counter() - t_boot
         t0 = time.perf_counter()
         with UtilSampler(cuda) as util:
-            results = list(svc.grade(reqs))
+            results = list(svc.grade(reqs, on_result=lambda r: print(
+                f"  {mode}: {r.attempt_id}\t{r.status.value}\t{r.reward:+.3f}", file=sys.stderr, flush=True)))
         wall = time.perf_counter() - t0
     per = {p: [r.phase_seconds.get(p, 0.0) for r in results] for p in PHASES + ("total",)}
     return {"backend": name, "mode": mode, "workers": workers, "attempts": len(results), "wall_s": wall,

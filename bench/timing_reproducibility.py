@@ -25,6 +25,11 @@ from grader.labels import TIE_BAND_LOG2, point_label, speed_label  # noqa: E402
 BUCKETS = ((0, 0.02, "< 20 us"), (0.02, 0.2, "20-200 us"), (0.2, 2.0, "0.2-2 ms"), (2.0, 1e9, ">= 2 ms"))
 
 
+def progress(r) -> None:
+    """One line per grade as it arrives: a run stopped early still shows what it did."""
+    print(f"  {r.attempt_id}\t{r.status.value}\t{r.reward:+.3f}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=None)
@@ -40,7 +45,7 @@ def main() -> None:
     for rep in range(2):  # a new service each time: new zygote, new workers, new seeds
         with GraderService(mode="zygote", workers=args.workers or (6 if cuda else 2), catalogue_extra=extra) as svc:
             grades.append({r.attempt_id: r for r in svc.grade(
-                [GradeRequest(**{**q.__dict__, "seed": 7919 * (rep + 1)}) for q in reqs])})
+                [GradeRequest(**{**q.__dict__, "seed": 7919 * (rep + 1)}) for q in reqs], on_result=progress)})
     rows = []
     for aid, a in grades[0].items():
         b = grades[1][aid]

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.4.0"
+GRADER_VERSION = "0.5.0"
 """Bumped whenever anything that can move a reward changes (protocol, tolerances, timing)."""
 
 REWARD_FLOOR = -24.0
@@ -118,6 +118,10 @@ class SizeResult:
     """Confidence interval of the expert median, milliseconds."""
     reps: int = 0
     """Timed repetitions per side."""
+    log2_speedup_ci: tuple[float, float] | None = None
+    """~95% interval of log2(speedup) from the paired (expert, candidate) calls, before clipping."""
+    late_calls: tuple[int, int] = (0, 0)
+    """Timed calls (expert, candidate) charged for device work that finished after their end event."""
     speedup: float | None = None
     """expert_ms / cand_ms after clipping."""
     max_rel_err: float | None = None
@@ -176,7 +180,9 @@ class GradeResult:
     def from_json(text: str) -> "GradeResult":
         d = json.loads(text)
         d["sizes"] = [SizeResult(**{**s, "cand_ms_ci": _tup(s.get("cand_ms_ci")),
-                                    "expert_ms_ci": _tup(s.get("expert_ms_ci"))}) for s in d.get("sizes", [])]
+                                    "expert_ms_ci": _tup(s.get("expert_ms_ci")),
+                                    "log2_speedup_ci": _tup(s.get("log2_speedup_ci")),
+                                    "late_calls": _tup(s.get("late_calls")) or (0, 0)}) for s in d.get("sizes", [])]
         return GradeResult(**d)
 
 

@@ -25,6 +25,9 @@ def log2_interval(r: GradeResult) -> tuple[float, float, float] | None:
     centre = sum(math.log2(s.speedup) for s in timed) / len(timed)
     var = 0.0
     for s in timed:
+        if s.log2_speedup_ci:  # paired calls: the interval of the ratio itself, drift cancelled
+            var += ((s.log2_speedup_ci[1] - s.log2_speedup_ci[0]) / 2) ** 2
+            continue
         c_lo, c_hi = s.cand_ms_ci or (s.cand_ms, s.cand_ms)
         e_lo, e_hi = s.expert_ms_ci or (s.expert_ms, s.expert_ms)
         rel = math.hypot((c_hi - c_lo) / (2 * s.cand_ms), (e_hi - e_lo) / (2 * s.expert_ms))

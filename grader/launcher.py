@@ -122,7 +122,10 @@ def base_env(device: str) -> dict:
     cuda_home = os.environ.get("CUDA_HOME") or ("/usr/local/cuda" if os.path.isdir("/usr/local/cuda") else None)
     env = {"PATH": (f"{cuda_home}/bin:" if cuda_home else "") + os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
            "PYTHONPATH": str(_REPO), "OMP_NUM_THREADS": "1",
-           "KINETO_LOG_LEVEL": "5"}
+           "KINETO_LOG_LEVEL": "5",
+           # A worker must not cache bytecode beside sources it imports lazily (site-packages):
+           # outside its scratch, so the audit hook floors it. grader.zygote sets the flag too.
+           "PYTHONDONTWRITEBYTECODE": "1"}
     if cuda_home:
         env["CUDA_HOME"] = cuda_home
     for k in ("CUDA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "TRITON_PTXAS_PATH", "TORCH_CUDA_ARCH_LIST", "NCCL_NVLS_ENABLE",
@@ -138,11 +141,15 @@ class Slot:
     """One worker slot: a zygote (or the fresh-process launcher) and its own unprivileged uid."""
 
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
-                 address_space_mb: int | None = None, boot_timeout_s: float = 180.0):
+                 address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
         self.uid, self._uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
+        # The expert's workers run under a uid of their own: a candidate can neither signal nor
+        # trace the process that its reward is measured against.
+        self.expert_uid, self._expert_uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
+        self._experts: dict[str, WorkerConn] = {}
         self.config = {
             "device": device, "hide": hide, "reveal": list(reveal), "tmp_mb": tmp_mb, "uid": self.uid, "nproc": 512, "nofile": 1024,
             "fsize_mb": 512, "address_space_mb": address_space_mb if device == "cpu" else None,
@@ -152,9 +159,15 @@ class Slot:
         self.zygote: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
         if mode == "zygote":
-            self._start_zygote()
+            self._launch_zygote()
+            if not defer_ready:
+                self.await_ready()
 
     def _start_zygote(self) -> None:
+        self._launch_zygote()
+        self.await_ready()
+
+    def _launch_zygote(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.zygote = subprocess.Popen([sys.executable, "-m", "grader.zygote", str(theirs.fileno())],
                                        pass_fds=[theirs.fileno()], env=self.config["env"], cwd="/")
@@ -162,16 +175,24 @@ class Slot:
         self.ctl = ours
         self.ctl.settimeout(self.boot_timeout_s)
         zygote.ctl_send(self.ctl, {"device": self.device})
+
+    def await_ready(self) -> None:
+        """Wait for the zygote's pre-import (seconds): slots launched together import in parallel."""
+        if self.mode != "zygote":
+            return
         reply = zygote.ctl_recv(self.ctl)
         if not reply.get("ready"):
             raise RuntimeError(f"zygote {self.index} failed to start: {reply}")
 
-    def spawn(self, timeout_s: float, memory_limit_mb: int | None = None) -> WorkerConn:
-        """A fresh worker; `memory_limit_mb` can only tighten the slot's address-space limit (CPU)."""
+    def spawn(self, timeout_s: float, memory_limit_mb: int | None = None, *, expert: bool = False) -> WorkerConn:
+        """A fresh worker; `memory_limit_mb` can only tighten the slot's address-space limit (CPU).
+        `expert`: a worker for the task's expert, under the slot's second uid."""
         config = self.config
         slot_limit = config["address_space_mb"]
         if memory_limit_mb and slot_limit:
             config = dict(config, address_space_mb=min(slot_limit, memory_limit_mb))
+        if expert:
+            config = dict(config, uid=self.expert_uid, fallback_scratch=config["fallback_scratch"] + "-expert")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a_ours, a_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         popen = None
@@ -190,22 +211,67 @@ class Slot:
         a_theirs.close()
         conn = WorkerConn(sock=ours, audit=a_ours, pid=pid, popen=popen)
         conn.sock.settimeout(timeout_s)
-        hello, _ = wire.recv(conn.sock)
+        # A worker that fails here is ended and reaped, not left behind. It has run no candidate code,
+        # so its own process group is all there is: the uid's other processes (kept experts) stay.
+        try:
+            hello, _ = wire.recv(conn.sock)
+        except (OSError, wire.WireError):
+            self._kill(conn, None)
+            raise
+        if hello.get("ok") is False:  # it failed before its hello and says why (zygote.send_start_failure)
+            self._kill(conn, None)
+            error = str(hello.get("error") or "").rstrip() or "no traceback sent"
+            raise wire.WireError(f"{error.splitlines()[-1][:300]}\n{error[-1500:]}")
         conn.hello = hello
         conn.baseline_threads = sandbox.thread_count(pid)
         return conn
+
+    def expert(self, key: str, source: str, timeout_s: float) -> WorkerConn:
+        """A worker that has loaded the expert `source` (trusted code), kept for later attempts of the
+        same task (`key`), so the expert is timed by the same worker code, in the same kind of
+        process, as every candidate."""
+        conn = self._experts.pop(key, None)
+        if conn is not None and (conn.popen.poll() if conn.popen else _alive(conn.pid)) is None:
+            self._experts[key] = conn  # most recently used last
+            return conn
+        if conn is not None:
+            self._end_expert(conn)
+        conn = self.spawn(timeout_s, expert=True)
+        reply, _, _ = conn.request({"op": "load", "source": source, "entry_point": "run"}, timeout_s)
+        if not reply.get("ok"):
+            self._end_expert(conn)
+            raise RuntimeError(f"the expert of {key} failed to load: {reply.get('error', '')[-400:]}")
+        self._experts[key] = conn
+        while len(self._experts) > self.MAX_EXPERTS:  # each holds a device context and its flush buffer
+            self._end_expert(self._experts.pop(next(iter(self._experts))))
+        return conn
+
+    MAX_EXPERTS = 4
+    """Expert workers kept per slot; grading attempts grouped by task keeps this small."""
+
+    def drop_expert(self, key: str) -> None:
+        """End the kept expert worker of `key` (after it failed or broke its protocol)."""
+        conn = self._experts.pop(key, None)
+        if conn is not None:
+            self._end_expert(conn)
+
+    def _end_expert(self, conn: WorkerConn) -> None:
+        self._kill(conn, None)
 
     def finish(self, conn: WorkerConn | None) -> str:
         """Kill the worker and everything it left behind; describe how it had ended."""
         if conn is None:
             return "no worker"
+        return self._kill(conn, self.uid)
+
+    def _kill(self, conn: WorkerConn, uid: int | None) -> str:
         for fn in (lambda: os.killpg(conn.pid, 9), lambda: os.kill(conn.pid, 9)):
             try:
                 fn()
             except (ProcessLookupError, PermissionError):
                 pass
-        if self.uid is not None:
-            sandbox.kill_uid(self.uid)
+        if uid is not None:
+            sandbox.kill_uid(uid)
         how = "exit status unknown"
         try:
             if conn.popen is not None:
@@ -224,6 +290,8 @@ class Slot:
         return how
 
     def close(self) -> None:
+        for key in list(self._experts):
+            self.drop_expert(key)
         if self.ctl is not None:
             try:
                 zygote.ctl_send(self.ctl, {"op": "bye"})
@@ -237,6 +305,20 @@ class Slot:
                 self.zygote.kill()
         if self.uid is not None:
             sandbox.kill_uid(self.uid)
-        if self._uid_lock is not None:
-            os.close(self._uid_lock)  # releases the uid for another slot
-            self._uid_lock = None
+        if self.expert_uid is not None:
+            sandbox.kill_uid(self.expert_uid)
+        for attr in ("_uid_lock", "_expert_uid_lock"):
+            if getattr(self, attr) is not None:
+                os.close(getattr(self, attr))  # releases the uid for another slot
+                setattr(self, attr, None)
+
+
+def _alive(pid: int) -> None | int:
+    """None while `pid` runs (the shape of Popen.poll), else 0."""
+    try:
+        os.kill(pid, 0)
+        return None
+    except ProcessLookupError:
+        return 0
+    except PermissionError:  # another uid's live process
+        return None

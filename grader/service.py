@@ -42,13 +42,11 @@ class GraderService:
         from grader.catalogue import load_catalogue
         from grader.launcher import Slot, revealed_paths, sealed_paths
         from grader.session import Effort
-        from grader.timing import DeviceClock
 
         self.catalogue = load_catalogue(catalogue_extra)
         self.effort = effort or Effort.for_device(self.device.startswith("cuda"))
         self.workdir = tempfile.mkdtemp(prefix="kerneltraj-sealed-")
         os.chmod(self.workdir, 0o700)
-        self.clock = DeviceClock(self.device)
         cuda = self.device.startswith("cuda")
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)
@@ -66,8 +64,10 @@ class GraderService:
         self.build_env = BuildEnv.local(self.device) if self.ext_cache is not None else None
         cache_dirs = [str(self.ext_cache.root)] if self.ext_cache is not None else []
         hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + [self.workdir] + cache_dirs)
-        self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb)
-                      for i in range(workers)]
+        self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
+                           defer_ready=True) for i in range(workers)]
+        for slot in self.slots:  # every zygote imports torch at once, not one after the other
+            slot.await_ready()
         self.gpu_lock = DeviceLock()
         self._tasks: dict[str, object] = {}
         self._tasks_lock = threading.Lock()
@@ -127,7 +127,7 @@ class GraderService:
                 if req.task_id not in self.catalogue:
                     done.put(self._infra(req, f"task {req.task_id!r} is not in the grader's catalogue"))
                     continue
-                done.put(grade_attempt(req, self.task(req.task_id), slot, self.clock,
+                done.put(grade_attempt(req, self.task(req.task_id), slot,
                                        fingerprint=self.fingerprint, fingerprint_id=self.fingerprint_id,
                                        device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort,
                                        ext_cache=self.ext_cache, build_env=self.build_env))

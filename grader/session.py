@@ -12,7 +12,8 @@ import random
 import secrets
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 from grader import compile_cache, sandbox, wire
 from grader.compare import Verdict, check_output_meta, compare
@@ -22,7 +23,7 @@ from grader.inputs import derive_seed, make_inputs, resolve_specs, upcast
 from grader.launcher import Slot, WorkerConn
 from grader.statics import static_findings
 from grader.taskcard import TaskCard, bytes_floor, resolve_shape, size_key
-from grader.timing import DeviceClock, median, median_ci, ratio_ci
+from grader.timing import median, median_ci
 
 
 @dataclass(frozen=True)
@@ -31,22 +32,29 @@ class Effort:
 
     check_calls: int = 2
     """Fully verified calls per size (inputs and output fetched)."""
-    min_reps: int = 10
-    max_reps: int = 60
-    target_rel_ci: float = 0.02
-    """Stop timing a size once the speedup's relative 95% CI half-width is below this."""
+    warmup_pairs: int = 2
+    """Untimed (expert, candidate) pairs that open each size's timing: the clocks ramp up and the
+    switch between the two workers' device contexts settles before anything counts."""
+    min_reps: int = 20
+    max_reps: int = 150
+    target_log2_halfwidth: float = 0.01
+    """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
+    most this far either side of its median."""
     verify_timed: int = 3
     """Least timed calls per size whose outputs are fetched and verified, chosen after the calls."""
     verify_fraction: float = 0.25
     """...and at least this share of them, so a candidate that turns bad after N calls is caught."""
-    size_budget_s: float = 3.0
+    size_budget_s: float = 1.0
     """Wall-clock cap on one size's timing loop."""
+    kept_output_bytes: int = 8 << 30
+    """Device memory the candidate's kept timed outputs may hold at once (bounds reps at huge sizes)."""
 
     @staticmethod
     def for_device(cuda: bool) -> "Effort":
         # CPU sizes are tiny: every timed output is verified there.
-        return Effort() if cuda else Effort(check_calls=1, min_reps=3, max_reps=3, target_rel_ci=1.0,
-                                            verify_timed=3, verify_fraction=1.0, size_budget_s=2.0)
+        return Effort() if cuda else Effort(check_calls=1, warmup_pairs=0, min_reps=3, max_reps=3,
+                                            target_log2_halfwidth=math.inf, verify_timed=3, verify_fraction=1.0,
+                                            size_budget_s=2.0)
 
 
 BANDWIDTH_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.0e12, "cpu": 1.0e12}
@@ -62,20 +70,29 @@ class Floor(Exception):
 
 
 class SealedTask:
-    """The reference and expert of one card, loaded in the sealed parent only."""
+    """The reference (and error scale) of one card, loaded in the sealed parent only. The expert runs
+    in a worker of its own (`Slot.expert`), timed exactly as candidates are."""
 
     def __init__(self, card: TaskCard, device: str, workdir: str):
         from grader.modload import load_source
 
         self.card = card
         self.ref = load_source(card.reference, f"kt_ref_{card.task_id}", workdir).run
-        self.expert = load_source(card.expert, f"kt_expert_{card.task_id}", workdir).run
         self.scale = (load_source(card.error_scale, f"kt_scale_{card.task_id}", workdir).run
                       if card.error_scale else None)
         self.device = device
 
+    @property
+    def expert_key(self) -> str:
+        return f"{self.card.task_id}@{self.card.revision}"
 
-def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: DeviceClock, *, fingerprint: dict,
+
+EXPERT_TIMEOUT_S = 300.0
+"""Start, load and per-call budget of an expert worker (trusted code: a slow first compile is no fault
+of the candidate's, so it does not draw on the attempt's own budget)."""
+
+
+def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprint: dict,
                   fingerprint_id: str, device_name: str, gpu_lock, effort: Effort,
                   ext_cache: compile_cache.CompileCache | None = None,
                   build_env: compile_cache.BuildEnv | None = None) -> GradeResult:
@@ -88,9 +105,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
     deadline = time.monotonic() + req.timeout_s
     sizes_out: list[SizeResult] = []
     measured: list[float] = []
-    kernels: list[str] = []
     sandbox_layers: dict = {}
-    conn: WorkerConn | None = None
+    g: _Grade | None = None
     status, code, reason = Status.CORRECT, Reason.OK, ""
 
     def remaining() -> float:
@@ -113,6 +129,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
             conn = slot.spawn(timeout_s=min(remaining(), 300.0), memory_limit_mb=req.memory_limit_mb)
         except (OSError, wire.WireError) as e:
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
+        g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
+                   gpu_lock=gpu_lock, device_name=device_name)
         sandbox_layers = conn.hello.get("sandbox", {})
         phases["startup"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -136,12 +154,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
         if ext_cache is not None:
             sandbox_layers["ext_cache"].update(_ext_record(ext_cache, source, build_env, use, offer, reply, built))
         phases["compile"] = time.perf_counter() - t
-        rng = random.Random(secrets.randbits(64))  # sample choice the worker cannot predict
-        first_call = True
         for size, hidden in sizes:
-            sr, m = _grade_size(req, task, conn, slot, clock, size, hidden, effort, rng, remaining, phases,
-                                first_call, gpu_lock, device_name, kernels)
-            first_call = False
+            sr, m = _grade_size(g, size, hidden)
             sizes_out.append(sr)
             if m is not None:
                 measured.append(m)
@@ -154,9 +168,9 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
         status, code, reason = Status.CRASHED, Reason.CRASH, "worker died mid-grade"
     finally:
         t = time.perf_counter()
-        if conn is not None:
-            late = conn.drain_audit()
-            how = slot.finish(conn)
+        if g is not None:
+            late = g.conn.drain_audit()
+            how = slot.finish(g.conn)
             if status is Status.CRASHED:
                 reason = f"worker died mid-grade ({how})"
             if late and status is not Status.CHEAT_FLAGGED:
@@ -174,150 +188,252 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, clock: Device
         profile=profile, device=device_name, fingerprint_id=fingerprint_id, fingerprint=fingerprint,
         sizes=sizes_out, speedup_geomean=geomean(speedups) if status is Status.CORRECT else None,
         measured_speedup_geomean=geomean(measured), tolerances=_tolerances(card), phase_seconds=phases,
-        sandbox=sandbox_layers, sharing=req.sharing, kernels_launched=sorted(set(kernels))[:200],
+        sandbox=sandbox_layers, sharing=req.sharing,
+        kernels_launched=sorted(set(g.kernels))[:200] if g is not None else [],
     )
 
 
-def _grade_size(req, task: SealedTask, conn, slot, clock: DeviceClock, size, hidden, effort: Effort, rng, remaining,
-                phases, first_call, gpu_lock, device_name, kernels) -> tuple[SizeResult, float | None]:
-    card = task.card
-    specs = resolve_specs(card, size)
+@dataclass
+class _Grade:
+    """What one attempt's grade carries from size to size."""
+
+    req: GradeRequest
+    task: SealedTask
+    conn: WorkerConn
+    slot: Slot
+    effort: Effort
+    remaining: Callable[[], float]
+    phases: dict
+    gpu_lock: object
+    device_name: str
+    rng: random.Random = field(default_factory=lambda: random.Random(secrets.randbits(64)))
+    """Chooses the timed outputs to verify; seeded from the OS, so the worker cannot predict it."""
+    kernels: list = field(default_factory=list)
+    first_call: bool = True
+    expert: WorkerConn | None = None
+
+    @property
+    def cuda(self) -> bool:
+        return self.slot.device.startswith("cuda")
+
+
+@dataclass(frozen=True)
+class _Size:
+    """One size as the calls need it."""
+
+    key: str
+    hidden: bool
+    specs: list
+    out_shape: tuple
+    out_nbytes: int
+
+    @property
+    def label(self) -> str:
+        return "hidden" if self.hidden else self.key
+
+
+def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float | None]:
+    card = g.task.card
     out_shape = resolve_shape(card.output_shape, size)
     elem = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}[card.output_dtype]
-    out_nbytes = elem * _prod(out_shape)
-    atol, rtol = card.tolerance()
-    key = size_key(size)
-    worst = 0.0
-
-    def cand_call(seed: int, keep_inputs: bool, profile: bool = False) -> dict:
-        msg = {"op": "call", "specs": specs, "seed": seed, "out_nbytes": out_nbytes, "keep_inputs": keep_inputs,
-               "profile": profile}
-        reply, _, parent_ms = _request(conn, msg, remaining)
-        _check_guards(conn, reply, slot)
-        if not reply.get("ok"):
-            if reply.get("error_kind") == "oom":
-                raise Floor(Status.RUNTIME_ERROR, Reason.OOM, _tail(reply.get("error", "")))
-            if reply.get("error_kind") == "compile":  # Triton compiles at the first launch
-                raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
-            raise Floor(Status.RUNTIME_ERROR, Reason.EXCEPTION, _tail(reply.get("error", "")))
-        reply["parent_ms"] = parent_ms
-        if reply["ms"] > reply["span_ms"] + 0.05 or reply["span_ms"] > parent_ms + 0.05:
-            raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED,
-                        f"worker clock inconsistent: call {reply['ms']:.3f} ms, span {reply['span_ms']:.3f} ms, "
-                        f"parent saw {parent_ms:.3f} ms")
-        bad = check_output_meta(reply["meta"], out_shape, card.output_dtype,
-                                reply["meta"].get("device", "").split(":")[0] == slot.device.split(":")[0])
-        if bad:
-            raise Floor(Status.WRONG_OUTPUT, bad.reason_code, bad.detail)
-        if reply.get("foreign_stream"):
-            raise Floor(Status.CHEAT_FLAGGED, Reason.TIMING_ESCAPED,
-                        f"launched {', '.join(reply['foreign_stream'][:5])} on a stream other than the caller's: "
-                        "work must be ordered on the stream the kernel is called on")
-        if reply.get("l2_persisting_bytes"):
-            raise Floor(Status.CHEAT_FLAGGED, Reason.L2_PERSISTING,
-                        f"reserved {reply['l2_persisting_bytes']} bytes of persisting L2, which survives the cache "
-                        "flush between timed calls")
-        if req.language == "triton" and not any(k.startswith("candidate:") for k in reply.get("launches", {})):
-            raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
-                        "a Triton candidate ran without launching any of its own @triton.jit kernels")
-        if reply.get("ops"):
-            hit = sorted(set(reply["ops"]) & set(card.forbidden_ops))
-            if hit:
-                raise Floor(Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP,
-                            f"called {', '.join(hit)}, the library op that does the whole task")
-        kernels.extend(reply.get("kernels", []) or [k.split(":", 1)[1] for k in reply.get("launches", {})])
-        return reply
-
-    def verify(idx: int, seed: int, with_inputs: bool) -> Verdict:
-        t_fetch = time.perf_counter()
-        reply, _, _ = _request(conn, {"op": "fetch", "idx": idx, "with_inputs": with_inputs}, remaining)
-        if not reply.get("ok") or not reply.get("_fd"):
-            raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"worker refused to hand over output {idx}")
-        try:
-            tensors = wire.tensors_from_memfd(reply["tensors"], wire.recv_fd(conn.sock), slot.device)
-        except (wire.WireError, OSError, ValueError, TypeError, AttributeError) as e:
-            raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
-        phases["transfer"] += time.perf_counter() - t_fetch
-        t_ref = time.perf_counter()
-        inputs = make_inputs(specs, seed, slot.device)
-        if with_inputs:
-            returned = tensors[1:]
-            if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
-                raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {key}")
-        wide = upcast(inputs)
-        ref = task.ref(*wide)
-        verdict = compare(tensors[0], ref, atol, rtol, task.scale(*wide) if task.scale else None)
-        phases["reference"] += time.perf_counter() - t_ref
-        return verdict
-
-    # -- correctness: fully verified calls (the first one profiled for op names and kernels) --
+    sz = _Size(key=size_key(size), hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape,
+               out_nbytes=elem * _prod(out_shape))
+    worst = _check_size(g, sz)
     t = time.perf_counter()
-    for i in range(effort.check_calls):
-        seed = derive_seed(req.seed, key, "check", i)
-        t_call = time.perf_counter()
-        # The first call of every size is profiled: a library fallback taken only at some sizes shows.
-        # The attempt's very first call JIT-compiles for seconds of CPU: it runs without the device
-        # lock so another slot's timing does not wait on a compiler; at worst it overlaps one of that
-        # slot's timed calls, which the median absorbs.
-        compiling = first_call and i == 0
-        with (contextlib.nullcontext() if compiling else gpu_lock.shared()):
-            reply = cand_call(seed, keep_inputs=True, profile=i == 0)
-        if compiling:  # charged to compilation
-            phases["compile"] += time.perf_counter() - t_call
-            t += time.perf_counter() - t_call
-        with gpu_lock.shared():
-            v = verify(reply["idx"], seed, with_inputs=True)
-        worst = max(worst, v.max_rel_err)
-        if not v.ok:
-            raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {'hidden' if hidden else key}: {v.detail}")
-    phases["correctness"] += time.perf_counter() - t
-
-    # -- timing: expert and candidate interleaved call by call, exclusive use of the GPU --
-    t = time.perf_counter()
-    cand_ms, exp_ms, timed = [], [], []
-    with gpu_lock.exclusive():
-        t_size = time.monotonic()
-        r = 0
-        while r < effort.max_reps:
-            seed = derive_seed(req.seed, key, "time", r)
-            te = time.perf_counter()
-            e_in = make_inputs(specs, derive_seed(req.seed, key, "expert", r), slot.device)
-            clock.sync()
-            _, e_ms, _ = clock.time_call(task.expert, e_in)  # flushes L2 first, like the worker's call
-            del e_in
-            phases["expert"] += time.perf_counter() - te
-            reply = cand_call(seed, keep_inputs=False)
-            cand_ms.append(reply["ms"])
-            exp_ms.append(e_ms)
-            timed.append((reply["idx"], seed))
-            r += 1
-            if r >= effort.min_reps and (ratio_ci(cand_ms, exp_ms) <= effort.target_rel_ci
-                                         or time.monotonic() - t_size > effort.size_budget_s):
-                break
-    phases["timing"] += time.perf_counter() - t
-    # -- verify a sample of timed outputs, chosen now that the calls are done --
-    t = time.perf_counter()
-    n_verify = min(len(timed), max(effort.verify_timed, math.ceil(effort.verify_fraction * len(timed))))
-    for idx, seed in rng.sample(timed, n_verify):
-        with gpu_lock.shared():
-            v = verify(idx, seed, with_inputs=False)
-        worst = max(worst, v.max_rel_err)
-        if not v.ok:
-            raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
-                        f"a timed call's output was wrong at size {'hidden' if hidden else key}: {v.detail}")
-    phases["correctness"] += time.perf_counter() - t
-
+    cand_ms, exp_ms, logs, timed, late = _time_size(g, sz)
+    g.phases["timing"] += time.perf_counter() - t
+    worst = max(worst, _verify_timed(g, sz, timed))
     c_med, e_med = median(cand_ms), median(exp_ms)
-    measured = e_med / c_med if c_med > 0 else float("inf")
-    bw = next((v for k, v in BANDWIDTH_BYTES_PER_S.items() if k in device_name), BANDWIDTH_BYTES_PER_S["cpu"])
+    l_med = median(logs)
+    measured = 2.0 ** l_med
+    bw = next((v for k, v in BANDWIDTH_BYTES_PER_S.items() if k in g.device_name), BANDWIDTH_BYTES_PER_S["cpu"])
     floor_ms = bytes_floor(card, size) / bw * 1e3
     if c_med < floor_ms:
         raise Floor(Status.CHEAT_FLAGGED, Reason.BELOW_FLOOR,
                     f"median {c_med * 1e3:.2f} us is below the physical floor {floor_ms * 1e3:.2f} us "
                     f"({bytes_floor(card, size) / 1e6:.1f} MB at {bw / 1e12:.1f} TB/s)")
-    return SizeResult(size_key="hidden" if hidden else key, hidden=hidden, cand_ms=c_med, expert_ms=e_med,
+    return SizeResult(size_key=sz.label, hidden=hidden, cand_ms=c_med, expert_ms=e_med,
                       cand_ms_ci=median_ci(cand_ms), expert_ms_ci=median_ci(exp_ms), reps=len(cand_ms),
-                      speedup=clip_speedup(measured), max_rel_err=worst), measured
+                      log2_speedup_ci=median_ci(logs), late_calls=late, speedup=clip_speedup(measured),
+                      max_rel_err=worst), measured
+
+
+def _check_size(g: _Grade, sz: _Size) -> float:
+    """Fully verified calls (the first one profiled for op names and kernels); the worst error seen."""
+    worst = 0.0
+    t = time.perf_counter()
+    for i in range(g.effort.check_calls):
+        seed = derive_seed(g.req.seed, sz.key, "check", i)
+        t_call = time.perf_counter()
+        # The first call of every size is profiled: a library fallback taken only at some sizes shows.
+        # The attempt's very first call JIT-compiles for seconds of CPU: it runs without the device
+        # lock so another slot's timing does not wait on a compiler; at worst it overlaps one of that
+        # slot's warm-up pairs, which are never counted.
+        compiling = g.first_call
+        g.first_call = False
+        with (contextlib.nullcontext() if compiling else g.gpu_lock.shared()):
+            reply = _cand_call(g, sz, seed, keep_inputs=True, profile=i == 0)
+        if compiling:  # charged to compilation
+            g.phases["compile"] += time.perf_counter() - t_call
+            t += time.perf_counter() - t_call
+        with g.gpu_lock.shared():
+            v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
+        worst = max(worst, v.max_rel_err)
+        if not v.ok:
+            raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}")
+    g.phases["correctness"] += time.perf_counter() - t
+    return worst
+
+
+def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, list, tuple[int, int]]:
+    """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
+    same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
+    the pairs' log-ratios: drift in clocks or temperature moves both calls of a pair alike."""
+    eff = g.effort
+    max_reps = max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(sz.out_nbytes, 1)))
+    expert = _expert_worker(g)
+    t = time.perf_counter()
+    with g.gpu_lock.shared():  # the expert's first call at a size may compile
+        _expert_call(g, expert, sz, derive_seed(g.req.seed, sz.key, "expert-warmup"))
+    g.phases["expert"] += time.perf_counter() - t
+    cand_ms, exp_ms, logs, timed, late = [], [], [], [], [0, 0]
+    with g.gpu_lock.exclusive():
+        for w in range(eff.warmup_pairs):
+            seed = derive_seed(g.req.seed, sz.key, "warmup", w)
+            _expert_call(g, expert, sz, seed)
+            timed.append((_cand_call(g, sz, seed, keep_inputs=False)["idx"], seed))
+        t_size = time.monotonic()
+        for r in range(max_reps):
+            seed = derive_seed(g.req.seed, sz.key, "time", r)
+            if r % 2:
+                c = _cand_call(g, sz, seed, keep_inputs=False)
+                e = _expert_call(g, expert, sz, seed)
+            else:
+                e = _expert_call(g, expert, sz, seed)
+                c = _cand_call(g, sz, seed, keep_inputs=False)
+            cand_ms.append(c["ms"])
+            exp_ms.append(e["ms"])
+            late[0] += e.get("late_ms", 0) > 0
+            late[1] += c.get("late_ms", 0) > 0
+            logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
+            timed.append((c["idx"], seed))
+            if r + 1 >= eff.min_reps:
+                lo, hi = median_ci(logs)
+                if (hi - lo) / 2 <= eff.target_log2_halfwidth or time.monotonic() - t_size > eff.size_budget_s:
+                    break
+    return cand_ms, exp_ms, logs, timed, (late[0], late[1])
+
+
+def _verify_timed(g: _Grade, sz: _Size, timed: list) -> float:
+    """Verify a sample of the timed outputs, chosen now that the calls are done; the worst error."""
+    t = time.perf_counter()
+    worst = 0.0
+    eff = g.effort
+    n_verify = min(len(timed), max(eff.verify_timed, math.ceil(eff.verify_fraction * len(timed))))
+    for idx, seed in g.rng.sample(timed, n_verify):
+        with g.gpu_lock.shared():
+            v = _verify(g, sz, idx, seed, with_inputs=False)
+        worst = max(worst, v.max_rel_err)
+        if not v.ok:
+            raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
+                        f"a timed call's output was wrong at size {sz.label}: {v.detail}")
+    g.phases["correctness"] += time.perf_counter() - t
+    return worst
+
+
+def _expert_worker(g: _Grade) -> WorkerConn:
+    if g.expert is None:
+        t = time.perf_counter()
+        try:
+            g.expert = g.slot.expert(g.task.expert_key, g.task.card.expert, EXPERT_TIMEOUT_S)
+        except (OSError, wire.WireError, RuntimeError) as e:
+            g.slot.drop_expert(g.task.expert_key)
+            raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker failed: {e}") from None
+        g.phases["expert"] += time.perf_counter() - t
+    return g.expert
+
+
+def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int) -> dict:
+    """One call of the expert, exactly as a candidate's timed call is made; the worker's reply. Its output
+    is not kept: the expert is trusted, and the candidate's kept outputs already fill the budget."""
+    msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": False,
+           "profile": False, "keep": False}
+    try:
+        reply, _, _ = expert.request(msg, EXPERT_TIMEOUT_S)
+    except (OSError, wire.WireError) as e:
+        g.slot.drop_expert(g.task.expert_key)
+        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker died: {e}") from None
+    expert.drain_audit()
+    if not reply.get("ok"):
+        g.slot.drop_expert(g.task.expert_key)
+        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert failed at size {sz.label}: "
+                                                      f"{_tail(reply.get('error', ''))}")
+    return reply
+
+
+def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, profile: bool = False) -> dict:
+    card, slot = g.task.card, g.slot
+    msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": keep_inputs,
+           "profile": profile}
+    reply, _, parent_ms = _request(g.conn, msg, g.remaining)
+    _check_guards(g.conn, reply, slot)
+    if not reply.get("ok"):
+        if reply.get("error_kind") == "oom":
+            raise Floor(Status.RUNTIME_ERROR, Reason.OOM, _tail(reply.get("error", "")))
+        if reply.get("error_kind") == "compile":  # Triton compiles at the first launch
+            raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
+        raise Floor(Status.RUNTIME_ERROR, Reason.EXCEPTION, _tail(reply.get("error", "")))
+    reply["parent_ms"] = parent_ms
+    if reply["ms"] > reply["span_ms"] + 0.05 or reply["span_ms"] > parent_ms + 0.05:
+        raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED,
+                    f"worker clock inconsistent: call {reply['ms']:.3f} ms, span {reply['span_ms']:.3f} ms, "
+                    f"parent saw {parent_ms:.3f} ms")
+    bad = check_output_meta(reply["meta"], sz.out_shape, card.output_dtype,
+                            reply["meta"].get("device", "").split(":")[0] == slot.device.split(":")[0])
+    if bad:
+        raise Floor(Status.WRONG_OUTPUT, bad.reason_code, bad.detail)
+    if reply.get("foreign_stream"):
+        raise Floor(Status.CHEAT_FLAGGED, Reason.TIMING_ESCAPED,
+                    f"launched {', '.join(reply['foreign_stream'][:5])} on a stream other than the caller's: "
+                    "work must be ordered on the stream the kernel is called on")
+    if reply.get("l2_persisting_bytes"):
+        raise Floor(Status.CHEAT_FLAGGED, Reason.L2_PERSISTING,
+                    f"reserved {reply['l2_persisting_bytes']} bytes of persisting L2 or an access-policy window, "
+                    "which survive the cache flush between timed calls")
+    if g.req.language == "triton" and not any(k.startswith("candidate:") for k in reply.get("launches", {})):
+        raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
+                    "a Triton candidate ran without launching any of its own @triton.jit kernels")
+    if reply.get("ops"):
+        hit = sorted(set(reply["ops"]) & set(card.forbidden_ops))
+        if hit:
+            raise Floor(Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP,
+                        f"called {', '.join(hit)}, the library op that does the whole task")
+    g.kernels.extend(reply.get("kernels", []) or [k.split(":", 1)[1] for k in reply.get("launches", {})])
+    return reply
+
+
+def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Verdict:
+    task, slot = g.task, g.slot
+    t_fetch = time.perf_counter()
+    reply, _, _ = _request(g.conn, {"op": "fetch", "idx": idx, "with_inputs": with_inputs}, g.remaining)
+    if not reply.get("ok") or not reply.get("_fd"):
+        raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"worker refused to hand over output {idx}")
+    try:
+        tensors = wire.tensors_from_memfd(reply["tensors"], wire.recv_fd(g.conn.sock), slot.device)
+    except (wire.WireError, OSError, ValueError, TypeError, AttributeError) as e:
+        raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
+    g.phases["transfer"] += time.perf_counter() - t_fetch
+    t_ref = time.perf_counter()
+    inputs = make_inputs(sz.specs, seed, slot.device)
+    if with_inputs:
+        returned = tensors[1:]
+        if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
+            raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
+    wide = upcast(inputs)
+    atol, rtol = task.card.tolerance()
+    verdict = compare(tensors[0], task.ref(*wide), atol, rtol, task.scale(*wide) if task.scale else None)
+    g.phases["reference"] += time.perf_counter() - t_ref
+    return verdict
 
 
 def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"") -> tuple[dict, bytes, float]:

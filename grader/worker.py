@@ -261,26 +261,26 @@ class Worker:
         ops, kernels, side = [], [], []
         launches_before = dict(LAUNCHES)
         FOREIGN_STREAM_LAUNCHES.clear()
-        _STREAM["caller"] = _STREAM["raw"]() if self.cuda else None
+        caller_stream = _STREAM["caller"] = _STREAM["raw"]() if self.cuda else None
         try:
             if msg.get("profile"):
-                out, ms, host_ms, ops, kernels, side = self._profiled(inputs)
+                out, ms, host_ms, late_ms, ops, kernels, side = self._profiled(inputs)
             else:
-                out, ms, host_ms = self.clock.time_call(self.fn, inputs)
+                out, ms, host_ms, late_ms = self.clock.time_call(self.fn, inputs)
         finally:
             _STREAM["caller"] = None
         launched = {k: v - launches_before.get(k, 0) for k, v in LAUNCHES.items() if v != launches_before.get(k, 0)}
         # Read after the call: a carve-out the call made is found, and undone, before the next one.
-        l2_persisting = self.clock.take_persisting_l2()
+        l2_persisting = self.clock.take_persisting_l2(caller_stream)
         exact = type(out) is self._Tensor
         meta = {"type": "Tensor" if exact else type(out).__name__}
         if isinstance(out, self._Tensor):
             meta.update(shape=list(out.shape), dtype=str(out.dtype).removeprefix("torch."), device=str(out.device))
         idx = len(self.kept)
-        self.kept.append(out if exact else None)
+        self.kept.append(out if exact and msg.get("keep", True) else None)
         if msg.get("keep_inputs"):
             self.kept_inputs[idx] = inputs
-        return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "meta": meta, "launches": launched,
+        return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "late_ms": late_ms, "meta": meta, "launches": launched,
                 "ops": ops, "kernels": kernels, "foreign_stream": sorted(set(side) | set(FOREIGN_STREAM_LAUNCHES)),
                 "l2_persisting_bytes": l2_persisting, "span_ms": (_perf_ns() - t_begin) / 1e6}, None
 
@@ -292,14 +292,14 @@ class Worker:
             if self.cuda:  # a marker kernel on the caller's stream names that stream in the trace
                 self._marker.zero_()
                 self.clock.sync()
-            out, ms, host_ms = self.clock.time_call(self.fn, inputs)
+            out, ms, host_ms, late_ms = self.clock.time_call(self.fn, inputs)
         ops, kernels, device_events = set(), set(), []
         for ev in prof.events():
             dev = str(getattr(ev, "device_type", "")).rsplit(".", 1)[-1]
             (kernels if dev == "CUDA" else ops).add(ev.name)
             if dev == "CUDA":
                 device_events.append((ev.time_range.start, ev.name, getattr(ev, "device_resource_id", None)))
-        return (out, ms, host_ms, sorted(ops)[:400], sorted(kernels)[:400],
+        return (out, ms, host_ms, late_ms, sorted(ops)[:400], sorted(kernels)[:400],
                 self._off_stream(device_events)[:50])
 
     def _fetch(self, msg: dict):

@@ -7,6 +7,12 @@ catalogue, so nothing sealed is in the memory a child inherits.
 
 `child_main` is also what the fresh-process mode runs (`python -m grader.zygote --fresh FD`),
 the one-interpreter-per-attempt baseline that KernelBench-style harnesses use.
+
+CUDA cannot survive a fork: once the zygote has initialised or even queried the driver
+(`torch.cuda.is_available()` does), every child fails with "Cannot re-initialize CUDA in forked
+subprocess". A CPU wheel of torch never reaches the driver, so CPU tests cannot see that by
+running; instead the pre-import runs under `CudaQueryGuard`, which makes every such query raise
+there, and the zygote checks that a forked child is not in torch's "bad fork" state.
 """
 from __future__ import annotations
 
@@ -15,19 +21,55 @@ import os
 import socket
 import sys
 import time
+import types
 
 from grader import wire
 
 
+START_ERROR_CHARS = 3000
+"""Most characters of a start-up traceback sent to the parent (its tail: the exception is last)."""
+
+
 def child_main(sock: socket.socket, audit_fd: int, cfg: dict) -> None:
-    """In the worker process: sandbox, scrub, then serve the attempt over `sock`."""
+    """In the worker process: sandbox, scrub, then serve the attempt over `sock`.
+
+    A failure before the hello reaches the parent as a hello-error frame carrying the traceback:
+    the worker's stderr already goes to its own scratch log, where nobody would read it."""
+    try:
+        worker, hello = _boot(sock, audit_fd, cfg)
+    except BaseException as e:  # noqa: BLE001 - reported, then re-raised so the process exits non-zero
+        send_start_failure(sock, e)
+        raise
+    wire.send(sock, hello)
+    worker.serve()
+
+
+def send_start_failure(sock: socket.socket, e: BaseException) -> None:
+    """Tell the parent why this worker could not start: {"ok": False, "hello": True, "error": traceback}."""
+    try:
+        import traceback
+
+        text = "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip()
+    except BaseException:  # noqa: BLE001 - out of memory or worse: the exception alone still helps
+        text = f"{type(e).__name__}: {e}"
+    try:
+        wire.send(sock, {"ok": False, "hello": True, "error": text[-START_ERROR_CHARS:]})
+    except (OSError, ValueError):  # the parent is gone (or the socket never opened): nobody to tell
+        pass
+
+
+def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
+    """Everything before the hello; returns the worker and its hello frame."""
     from grader import sandbox
 
+    # A module imported lazily in the worker would have its bytecode cached next to its source in
+    # site-packages: a write outside the scratch directory that the audit hook rightly reports.
+    sys.dont_write_bytecode = True
     t0 = time.perf_counter()
     os.setpgid(0, 0)
-    layers = sandbox.enter(hide=cfg["hide"], reveal=cfg.get("reveal", []), tmp_mb=cfg["tmp_mb"], uid=cfg.get("uid"), nproc=cfg["nproc"],
-                           nofile=cfg["nofile"], fsize_mb=cfg["fsize_mb"],
-                           address_space_mb=cfg.get("address_space_mb"))
+    layers = sandbox.enter(hide=cfg["hide"], reveal=cfg.get("reveal", []), tmp_mb=cfg["tmp_mb"],
+                           uid=cfg.get("uid"), nproc=cfg["nproc"], nofile=cfg["nofile"],
+                           fsize_mb=cfg["fsize_mb"], address_space_mb=cfg.get("address_space_mb"))
     scratch = layers["scratch"] if layers["scratch"] != "off" else cfg["fallback_scratch"]
     os.makedirs(scratch, exist_ok=True)
     os.chdir(scratch)
@@ -40,6 +82,11 @@ def child_main(sock: socket.socket, audit_fd: int, cfg: dict) -> None:
                TORCH_EXTENSIONS_DIR=os.path.join(scratch, ".torch_extensions"))
     os.environ.clear()
     os.environ.update(env)
+    # tempfile caches its directory on first use, and the pre-import used it in the zygote (/tmp):
+    # without this, TemporaryFile opens /tmp itself (O_TMPFILE) and mkstemp writes beside the scratch.
+    import tempfile
+
+    tempfile.tempdir = scratch
     # Entries inside hidden directories would make every new import scan a sealed path.
     hidden = tuple(h.rstrip("/") + "/" for h in cfg["hide"])
     revealed = tuple(r.rstrip("/") + "/" for r in cfg.get("reveal", []))
@@ -51,39 +98,165 @@ def child_main(sock: socket.socket, audit_fd: int, cfg: dict) -> None:
 
     t_sandbox = time.perf_counter()
     worker = Worker(sock, cfg["device"], audit_fd=audit_fd, sealed=cfg["hide"], reveal=cfg.get("reveal", []))
-    wire.send(sock, {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers,
-                     "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3,
-                     "done_gap_ms": worker.done_gap_ms})
-    worker.serve()
+    hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers,
+             "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3,
+             "done_gap_ms": worker.done_gap_ms}
+    return worker, hello
+
+
+class CudaTouchedInZygote(RuntimeError):
+    """Something the zygote imports initialised or queried CUDA; no forked worker could use it."""
+
+
+# Calls that initialise the CUDA driver, query it (NVML included) or poison torch's fork state.
+# Only Python functions are guarded, by swapping their code. The torch._C builtins behind them are
+# not replaced: a stand-in would stay bound wherever an import took it meanwhile (torch._dynamo
+# binds several at import), with another identity than the one torch's own tables hold. A direct
+# call of one still fails the zygote's start: it leaves torch's bad-fork mark (`check_fork_safe`).
+CUDA_QUERIES = {
+    "torch.cuda": (
+        "is_available", "device_count", "init", "_lazy_init", "current_device", "set_device",
+        "get_device_properties", "get_device_name", "get_device_capability", "synchronize", "mem_get_info",
+        "current_stream", "default_stream", "can_device_access_peer", "ipc_collect", "cudart",
+        "is_bf16_supported", "is_tf32_supported", "get_arch_list", "get_gencode_flags", "_exchange_device",
+        "_maybe_exchange_device", "_check_capability", "_check_cubins", "_device_count_nvml",
+        "_raw_device_count_nvml", "_raw_device_uuid_nvml", "_get_nvml_device_index", "_device_count_amdsmi",
+        "_raw_device_count_amdsmi", "_raw_device_uuid_amdsmi", "list_gpu_processes", "utilization",
+        "temperature", "power_draw", "clock_rate", "memory_usage", "device_memory_used"),
+    "torch.accelerator": (
+        "device_count", "is_available", "current_device_index", "set_device_index", "synchronize",
+        "current_stream", "set_stream", "get_device_capability"),
+    "triton.runtime.driver": ("_create_driver",),  # Triton's own driver, made on first use
+}
+
+
+class CudaQueryGuard:
+    """While active, every call in CUDA_QUERIES raises CudaTouchedInZygote; on exit all is restored.
+
+    The functions keep their identity: their code is swapped, not their names. Modules imported
+    meanwhile bind these functions (`staticmethod(torch.cuda.current_device)` in torch._dynamo,
+    `from torch.cuda import ...`), and a replaced name would leave them holding the refusal forever.
+    A refused call that the caller swallowed still fails the pre-import when the guard ends."""
+
+    def __init__(self) -> None:
+        self.refused: list[str] = []
+        self._saved: list[tuple[types.FunctionType, types.CodeType, dict | None]] = []
+
+    def __enter__(self) -> "CudaQueryGuard":
+        for module in CUDA_QUERIES:
+            self.cover(module)
+        return self
+
+    def cover(self, module: str) -> None:
+        """Guard the listed functions of `module` if it is imported (Triton is, only after torch)."""
+        mod = sys.modules.get(module)
+        for name in CUDA_QUERIES.get(module, ()) if mod is not None else ():
+            fn = getattr(mod, name, None)
+            while not isinstance(fn, types.FunctionType) and hasattr(fn, "__wrapped__"):
+                fn = fn.__wrapped__  # lru_cache and the like call the function they wrap
+            if not isinstance(fn, types.FunctionType) or any(fn is f for f, _, _ in self._saved):
+                continue
+            self._saved.append((fn, fn.__code__, fn.__kwdefaults__))
+            fn.__code__ = _refusing_code(f"{module}.{name}", len(fn.__code__.co_freevars))
+            fn.__kwdefaults__ = {**(fn.__kwdefaults__ or {}), "_kt_refuse": self._refuse}
+
+    def _refuse(self, qualname: str):
+        caller = sys._getframe(2)  # 0: here, 1: the refusing stub, 2: whoever called the CUDA query
+        self.refused.append(f"{qualname}() from {caller.f_code.co_filename}:{caller.f_lineno}")
+        raise CudaTouchedInZygote(
+            f"{qualname}() was called while the zygote pre-imports modules: it initialises or queries "
+            "the CUDA driver, and every worker forked afterwards would fail ('Cannot re-initialize CUDA "
+            "in forked subprocess'). Import the module that calls it in the worker, after the fork.")
+
+    def restore(self) -> None:
+        for fn, code, kwdefaults in reversed(self._saved):
+            fn.__code__ = code
+            fn.__kwdefaults__ = kwdefaults
+        self._saved.clear()
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self.restore()
+        if exc_type is None and self.refused:  # someone caught the refusal: still a CUDA query here
+            raise CudaTouchedInZygote("the zygote's pre-import queried CUDA (the error was caught by the "
+                                      "caller): " + "; ".join(self.refused[:5]))
+        torch = sys.modules.get("torch")
+        if exc_type is None and torch is not None and torch.cuda.is_initialized():
+            raise CudaTouchedInZygote("CUDA was initialised during the zygote's pre-import")
+
+
+def _refusing_code(qualname: str, n_free: int) -> types.CodeType:
+    """Code for a function that reports `qualname` to its `_kt_refuse` keyword default, with
+    `n_free` free variables (a function's code can only be swapped for one with as many)."""
+    free = [f"_kt_free{i}" for i in range(n_free)]
+    src = ("def _outer():\n" + "".join(f"    {v} = None\n" for v in free)
+           + "    def refused(*args, _kt_refuse=None, **kwargs):\n"
+           + (f"        ({', '.join(free)},)\n" if free else "")
+           + f"        return _kt_refuse({qualname!r})\n    return refused\n")
+    ns: dict = {}
+    exec(compile(src, "<kerneltraj CUDA guard>", "exec"), ns)  # noqa: S102 - fixed text, no input
+    return ns["_outer"]().__code__
+
+
+def check_fork_safe() -> None:
+    """Fork once and ask the child whether torch considers it a bad fork: the exact failure every
+    worker would meet if anything (a direct torch._C call included) touched CUDA in the zygote."""
+    import torch
+
+    pid = os.fork()
+    if pid == 0:
+        try:
+            code = 1 if torch.cuda._is_in_bad_fork() else 0
+        except BaseException:  # noqa: BLE001 - the child must never return into the zygote
+            code = 2
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise CudaTouchedInZygote("a child forked from the zygote cannot use CUDA (torch reports a bad "
+                                  "fork): something in the pre-import initialised CUDA")
+
+
+# What the zygote imports once for every worker, in order, under CudaQueryGuard. Everything the
+# worker needs after the sandbox hides the checkout (grader.*) must be here. Not here:
+# torch.utils.cpp_extension, which calls torch.cuda.is_available() at import on a CUDA build
+# (finding CUDA_HOME); the worker imports it after the fork (grader.compile_cache.ExtensionHook),
+# from site-packages, which the sandbox keeps visible.
+PREIMPORTS = (
+    "triton", "triton.language", "torch.profiler",
+    "grader.compile_cache", "grader.guard", "grader.inputs", "grader.sandbox", "grader.timing",
+    "grader.worker",
+    # The first profiler session imports these (seconds); import them once here, before any fork.
+    # Running the profiler itself here would start native threads that a fork cannot carry.
+    "torch._dynamo", "torch._inductor",
+)
+OPTIONAL_PREIMPORTS = ("setuptools", "setuptools.command.build_ext")
+"""cpp_extension's own slow imports (no CUDA in them), so the worker's import of it stays short."""
 
 
 def _preimport(device: str) -> None:
-    import torch  # noqa: F401
-    import triton  # noqa: F401
-    import triton.language  # noqa: F401
-    import torch.profiler  # noqa: F401
-    import torch.utils.cpp_extension  # noqa: F401 - the extension hook wraps its loaders in every worker
+    import importlib
 
-    # Everything the worker imports after the sandbox hides the checkout must be loaded now.
-    import grader.compile_cache  # noqa: F401
-    import grader.guard  # noqa: F401
-    import grader.inputs  # noqa: F401
-    import grader.sandbox  # noqa: F401
-    import grader.timing  # noqa: F401
-    import grader.worker  # noqa: F401
+    import torch  # noqa: F401 - the guard needs torch.cuda; torch's own import does not query CUDA
+
+    with CudaQueryGuard() as guard:
+        for name in PREIMPORTS:
+            importlib.import_module(name)
+            if name == "triton":  # Triton's driver factory exists only once triton is imported
+                guard.cover("triton.runtime.driver")
+        for name in OPTIONAL_PREIMPORTS:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # the worker's own import of cpp_extension will say what is missing
+                pass
 
     # Source lines of the grader, cached now: tracebacks formed later must not read the checkout.
     import linecache
+
+    import grader.worker
 
     for mod in list(sys.modules.values()):
         f = getattr(mod, "__file__", None) or ""
         if f.endswith(".py") and f.startswith(os.path.dirname(os.path.dirname(grader.worker.__file__))):
             linecache.getlines(f)
-
-    # The first profiler session imports these (seconds); import them once here, before any fork.
-    # Running the profiler itself here would start native threads that a fork cannot carry.
-    import torch._dynamo  # noqa: F401
-    import torch._inductor  # noqa: F401
 
 
 def zygote_main(ctl_fd: int) -> None:
@@ -92,7 +265,15 @@ def zygote_main(ctl_fd: int) -> None:
     # channel closes instead, which the kernel does when the parent dies however it dies.
     ctl = socket.socket(fileno=ctl_fd)
     cfg0 = ctl_recv(ctl)
-    _preimport(cfg0["device"])
+    try:
+        _preimport(cfg0["device"])
+        check_fork_safe()
+    except BaseException as e:  # noqa: BLE001 - the Slot raises "zygote failed to start" with this reply
+        import traceback
+
+        text = "".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip()
+        ctl_send(ctl, {"ok": False, "ready": False, "error": text[-START_ERROR_CHARS:]})
+        raise
     ctl_send(ctl, {"ok": True, "ready": True})
     while True:
         try:
@@ -139,10 +320,15 @@ def ctl_send(ctl: socket.socket, msg: dict, fds: list[int] = ()) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--fresh":
-        fresh_cfg = json.loads(os.environ.pop("KERNELTRAJ_WORKER_CONFIG"))
-        if fresh_cfg["device"] == "cpu":
-            os.environ["TRITON_INTERPRET"] = "1"
-        _preimport(fresh_cfg["device"])
-        child_main(socket.socket(fileno=int(sys.argv[2])), int(sys.argv[3]), fresh_cfg)
+        fresh_sock = socket.socket(fileno=int(sys.argv[2]))
+        try:
+            fresh_cfg = json.loads(os.environ.pop("KERNELTRAJ_WORKER_CONFIG"))
+            if fresh_cfg["device"] == "cpu":
+                os.environ["TRITON_INTERPRET"] = "1"
+            _preimport(fresh_cfg["device"])
+        except BaseException as e:  # noqa: BLE001 - the parent hears why, then the process exits non-zero
+            send_start_failure(fresh_sock, e)
+            raise
+        child_main(fresh_sock, int(sys.argv[3]), fresh_cfg)
     else:
         zygote_main(int(sys.argv[1]))

@@ -210,6 +210,33 @@ def test_persisting_l2_reserved_by_a_call_is_found_and_undone():
     assert clock.take_persisting_l2() == 0  # undone
 
 
+@pytest.mark.gpu
+def test_access_policy_window_on_the_callers_stream_is_found_and_undone():
+    """Threat 14 where the carve-out limit cannot be raised: the window itself asks for persisting
+    lines, so a window on the caller's stream is reported and cleared."""
+    import ctypes
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from grader.timing import DeviceClock
+
+    clock = DeviceClock("cuda")
+    if clock._l2._sget is None:
+        pytest.skip("the CUDA driver library is not loadable here")
+    stream = torch.cuda.current_stream().cuda_stream
+    assert clock.take_persisting_l2(stream) == 0
+    x = torch.empty(1 << 20, device="cuda")
+    value = (ctypes.c_char * 64)()
+    ctypes.c_void_p.from_buffer(value, 0).value = x.data_ptr()
+    ctypes.c_size_t.from_buffer(value, 8).value = 4 << 20
+    ctypes.c_float.from_buffer(value, 16).value = 1.0
+    ctypes.c_int.from_buffer(value, 20).value = 2  # hitProp: persisting
+    lib = ctypes.CDLL("libcuda.so.1")
+    assert lib.cuStreamSetAttribute(ctypes.c_void_p(stream), 1, value) == 0
+    assert clock.take_persisting_l2(stream) == 4 << 20
+    assert clock.take_persisting_l2(stream) == 0  # undone
+
+
 def test_device_lock_times_alone_and_a_waiting_timer_stops_new_checks():
     import threading
     import time as _time

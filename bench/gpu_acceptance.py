@@ -1,0 +1,203 @@
+"""The GPU acceptance run of the sealed grader: one command, one device, a verdict table.
+
+    python3 bench/gpu_acceptance.py --out DIR [--workers 6] [--budget-s 300] [--hard-stop-s 440]
+
+Needs only what a bare GPU image has (torch, triton, nvidia-ml-py, the standard library): no
+Dagster, no install step. It grades, in rounds so that a run cut off early still covers every group:
+the GPU-only planted cheats (each must land at the floor in every repeat), the honest Triton kernels
+(none may be floored) and every Triton expert graded as a candidate against itself (its reward should
+be 0). Each grade is appended to DIR/grades.jsonl the moment it arrives, and DIR/summary.txt holds the
+verdict table: cheats floored, honest floored, the experts' self-reward, repeat precision by
+kernel-duration bucket with label flips, and attempts per GPU-hour.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.grade_corpus import adversarial_requests, expert_requests  # noqa: E402
+from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E402
+from grader.labels import point_label  # noqa: E402
+
+BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
+ROUNDS = (("cheat", "honest", "expert"), ("cheat", "honest", "expert"), ("cheat",))
+"""Groups graded in each round: cheats three times, honest kernels and experts twice."""
+
+
+def plan(groups: set[str] | None = None) -> dict[str, list[tuple[GradeRequest, dict]]]:
+    items = collections.defaultdict(list)
+    for req, meta in adversarial_requests(gpu_focus=True) + expert_requests():
+        if groups is None or meta["group"] in groups:
+            items[meta["group"]].append((req, meta))
+    return items
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))] if s else math.nan
+
+
+def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, workers: int) -> str:
+    runs: dict[str, list[GradeResult]] = collections.defaultdict(list)
+    for r in results:
+        runs[r.attempt_id].append(r)
+    by_group = collections.defaultdict(dict)
+    for aid, rs in runs.items():
+        by_group[meta[aid]["group"]][aid] = rs
+    lines = []
+    cheats = by_group.get("cheat", {})
+    lines.append("== cheats (each must be floored in every repeat)")
+    for aid, rs in sorted(cheats.items()):
+        lines.append(f"  {aid}\t" + " ".join(f"{r.status.value}/{r.reason_code.value}" for r in rs)
+                     + ("" if all(r.reward == REWARD_FLOOR for r in rs) else "\tNOT FLOORED: " + rs[0].reason[:120]))
+    honest = by_group.get("honest", {})
+    lines.append("== honest kernels (none may be floored)")
+    for aid, rs in sorted(honest.items()):
+        if any(r.reward == REWARD_FLOOR for r in rs):
+            bad = next(r for r in rs if r.reward == REWARD_FLOOR)
+            lines.append(f"  FLOORED {aid}\t{bad.status.value}/{bad.reason_code.value}: {bad.reason[:160]}")
+    experts = by_group.get("expert", {})
+    lines.append("== experts graded against themselves (reward should be 0)")
+    for aid, rs in sorted(experts.items()):
+        lines.append(f"  {aid}\t" + " ".join(f"{r.reward:+.4f}" if r.reward != REWARD_FLOOR
+                                             else f"FLOOR({r.reason_code.value})" for r in rs))
+    expert_rewards = [r.reward for rs in experts.values() for r in rs if r.reward != REWARD_FLOOR]
+
+    # Repeat precision: the same kernel at the same size in two repeats (fresh seeds, fresh workers).
+    deltas = collections.defaultdict(list)
+    flips, pairs_graded = 0, 0
+    for aid, rs in list(honest.items()) + list(experts.items()):
+        ok = [r for r in rs if r.reward != REWARD_FLOOR]
+        for a, b in zip(ok, ok[1:]):
+            pairs_graded += 1
+            flips += point_label(a.reward) != point_label(b.reward)
+            sa = {s.size_key + str(i): s for i, s in enumerate(a.sizes)}
+            for k, s1 in sa.items():
+                s2 = next((s for i, s in enumerate(b.sizes) if s.size_key + str(i) == k), None)
+                if s2 is None or not (s1.speedup and s2.speedup and s1.cand_ms and s2.cand_ms):
+                    continue
+                dur = min(s1.cand_ms, s2.cand_ms)
+                bucket = next(name for lo, hi, name in BUCKETS_MS if lo <= dur < hi)
+                deltas[bucket].append(abs(math.log2(s1.speedup) - math.log2(s2.speedup)))
+    all_results = [r for rs in runs.values() for r in rs]
+    n_cheat_floored = sum(all(r.reward == REWARD_FLOOR for r in rs) for rs in cheats.values())
+    n_cheat_full = sum(len(rs) >= 3 for rs in cheats.values())
+    n_honest_floored = sum(any(r.reward == REWARD_FLOOR for r in rs) for rs in honest.values())
+    lines.append("== repeat precision |delta log2 speedup| per size, by the candidate's kernel duration")
+    lines.append("  bucket\tpairs\tmedian\tp95\tmax")
+    for _, _, name in BUCKETS_MS:
+        d = deltas.get(name, [])
+        if d:
+            lines.append(f"  {name}\t{len(d)}\t{statistics.median(d):.4f}\t{pct(d, 0.95):.4f}\t{max(d):.4f}")
+    big = [x for lo, hi, name in BUCKETS_MS if lo >= 0.02 for x in deltas.get(name, [])]
+    lines.append("== verdict")
+    lines.append(f"  GPU-only cheats floored in every repeat\t{n_cheat_floored}/{len(cheats)} "
+                 f"({n_cheat_full} with 3 repeats)")
+    lines.append(f"  honest kernels floored\t{n_honest_floored}/{len(honest)}")
+    if expert_rewards:
+        lines.append(f"  experts' self-reward\tmedian {statistics.median(expert_rewards):+.4f}, "
+                     f"p95 |reward| {pct([abs(x) for x in expert_rewards], 0.95):.4f} over {len(expert_rewards)}")
+    if big:
+        lines.append(f"  repeat |delta log2| (kernels >= 20 us)\tmedian {statistics.median(big):.4f}, "
+                     f"p95 {pct(big, 0.95):.4f} over {len(big)} size pairs")
+    lines.append(f"  label flips between repeats (point labels, tie band 0.05)\t{flips}/{pairs_graded}")
+    gpu_hours = wall_s / 3600.0
+    lines.append(f"  attempts graded\t{len(all_results)} in {wall_s:.0f} s with {workers} workers: "
+                 f"{len(all_results) / gpu_hours:.0f} per GPU-hour")
+    phases = collections.defaultdict(list)
+    for r in all_results:
+        for k, v in r.phase_seconds.items():
+            phases[k].append(v)
+    lines.append("  phase medians (s)\t" + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(phases.items())))
+    late = [s.late_calls for r in all_results for s in r.sizes if s.late_calls]
+    reps = [s.reps for r in all_results for s in r.sizes if s.reps]
+    if reps:
+        lines.append(f"  timed pairs per size\tmedian {statistics.median(reps):.0f}, max {max(reps)}; sizes with "
+                     f"calls charged past their end event: {sum(1 for x in late if any(x))}/{len(reps)}")
+    return "\n".join(lines)
+
+
+def environment(svc) -> dict:
+    import torch
+    import triton
+
+    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": svc.device_name, "python": platform.python_version(),
+            "torch": torch.__version__, "triton": triton.__version__, "fingerprint_id": svc.fingerprint_id,
+            "fingerprint": svc.fingerprint}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True, help="folder for grades.jsonl, summary.txt, environment.json")
+    ap.add_argument("--workers", type=int, default=6, help="slots grading at once (the production setting is 6)")
+    ap.add_argument("--budget-s", type=float, default=300.0, help="no new round starts after this many seconds")
+    ap.add_argument("--hard-stop-s", type=float, default=440.0,
+                    help="past this, the table is written from the grades so far and the run ends")
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--groups", default=None, help="comma-separated subset of cheat,honest,expert")
+    ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
+    args = ap.parse_args(argv)
+    from grader.service import GraderService
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    items = plan(set(args.groups.split(",")) if args.groups else None)
+    if args.limit:
+        items = {k: v[:args.limit] for k, v in items.items()}
+    meta = {req.attempt_id: m for rows in items.values() for req, m in rows}
+    t0 = time.perf_counter()
+    results: list[GradeResult] = []
+    live = open(args.out / "grades.jsonl", "w")
+    log = open(args.out / "progress.log", "w")
+
+    def say(text: str) -> None:
+        print(text, flush=True)
+        log.write(text + "\n")
+        log.flush()
+
+    def finish(env: dict) -> None:
+        summary = summarise(results, meta, time.perf_counter() - t0, args.workers)
+        (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
+                                              f"triton {env['triton']} python {env['python']}\n{summary}\n")
+        say(summary)
+
+    with GraderService(workers=args.workers, device=args.device) as svc:
+        env = environment(svc)
+        (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
+        say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
+            f"service up in {time.perf_counter() - t0:.0f} s")
+        for n, groups in enumerate(ROUNDS, 1):
+            if time.perf_counter() - t0 > args.budget_s:
+                say(f"# round {n} not started: {args.budget_s:.0f} s budget spent")
+                break
+            reqs = [GradeRequest(**{**req.__dict__, "seed": 1000 * n + 17})
+                    for g in groups for req, _ in items.get(g, [])]
+            reqs.sort(key=lambda r: r.task_id)  # neighbours share a task: slots reuse expert workers
+            for r in svc.grade(reqs):
+                results.append(r)
+                live.write(r.to_json() + "\n")
+                live.flush()
+                say(f"r{n} {time.perf_counter() - t0:6.1f}s {r.attempt_id}\t{r.status.value}\t{r.reason_code.value}"
+                    f"\t{r.reward:+.3f}\t{r.phase_seconds.get('total', 0):.1f}s\t{r.reason[:90]}")
+                if time.perf_counter() - t0 > args.hard_stop_s:  # the table of what is done, then out at once
+                    say(f"# hard stop at {args.hard_stop_s:.0f} s in round {n}")
+                    finish(env)
+                    live.close()
+                    os._exit(0)
+        finish(env)
+    live.close()
+    log.close()
+    return 0
+
+if __name__ == "__main__":
+    sys.exit(main())
