@@ -24,6 +24,15 @@ _FORBIDDEN_EVENTS = {
     "os.kill": "signalled another process",
 }
 
+# Entry points that reserve persisting L2 or pin memory in it (threat 14). A candidate has no use for
+# them but to keep its inputs cached across the flush; reaching for one is reported even where the
+# driver refuses the call (then the carve-out itself never shows).
+_L2_ENTRY_POINTS = frozenset({
+    "cudaDeviceSetLimit", "cuCtxSetLimit", "cudaStreamSetAttribute", "cuStreamSetAttribute",
+    "cudaCtxResetPersistingL2Cache", "cuCtxResetPersistingL2Cache", "cudaGraphKernelNodeSetAttribute",
+    "cuGraphKernelNodeSetAttribute", "cudaLaunchKernelExC", "cuLaunchKernelEx",
+})
+
 
 def _writes(mode, flags) -> bool:
     if isinstance(mode, str) and any(c in mode for c in "wax+"):
@@ -63,7 +72,7 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
         return None
 
     watched = frozenset({"open", "os.listdir", "os.scandir", "glob.glob", "os.chdir", "object.__setattr__",
-                         *_FORBIDDEN_EVENTS})
+                         "ctypes.dlsym", *_FORBIDDEN_EVENTS})
 
     def hook(event: str, args: tuple) -> None:
         if event not in watched:  # the hot path: most events (attribute access, imports) pass at once
@@ -71,6 +80,11 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
         if event == "object.__setattr__":
             if len(args) > 1 and args[1] == "__code__":  # a function's code swapped in place
                 report("clock", f"replaced the code of {getattr(args[0], '__qualname__', '?')}")
+            return
+        if event == "ctypes.dlsym":
+            name = args[1] if len(args) > 1 else None
+            if isinstance(name, str) and name in _L2_ENTRY_POINTS:
+                report("l2", f"looked up {name}, which reserves or pins persisting L2")
             return
         if event == "open":
             path, mode, flags = (tuple(args) + (None, None))[:3]

@@ -488,6 +488,8 @@ def _audit_floor(line: str) -> Floor:
         return Floor(Status.CHEAT_FLAGGED, Reason.THREADS, f"the candidate {what} (work outside the timed call)")
     if kind == "clock":
         return Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"the candidate {what}")
+    if kind == "l2":
+        return Floor(Status.CHEAT_FLAGGED, Reason.L2_PERSISTING, f"the candidate {what} (threat 14)")
     return Floor(Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION, f"sandbox: {what}")
 
 
