@@ -31,8 +31,9 @@ from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E40
 from grader.labels import point_label  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
-ROUNDS = (("cheat", "honest", "expert"), ("cheat", "honest", "expert"), ("cheat",))
-"""Groups graded in each round: cheats three times, honest kernels and experts twice."""
+ROUNDS = ((("cheat", 1), ("expert", 1), ("honest", 1)), (("cheat", 2), ("cheat", 3), ("expert", 2), ("honest", 2)))
+"""(group, repeat) graded in each round: cheats three times, experts and honest kernels twice. The
+cheats (floored within seconds) go first, so a run cut short still has their three repeats."""
 
 
 def plan(groups: set[str] | None = None) -> dict[str, list[tuple[GradeRequest, dict]]]:
@@ -120,11 +121,14 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         for k, v in r.phase_seconds.items():
             phases[k].append(v)
     lines.append("  phase medians (s)\t" + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(phases.items())))
-    late = [s.late_calls for r in all_results for s in r.sizes if s.late_calls]
-    reps = [s.reps for r in all_results for s in r.sizes if s.reps]
-    if reps:
-        lines.append(f"  timed pairs per size\tmedian {statistics.median(reps):.0f}, max {max(reps)}; sizes with "
-                     f"calls charged past their end event: {sum(1 for x in late if any(x))}/{len(reps)}")
+    sizes = [s for r in all_results for s in r.sizes if s.reps]
+    if sizes:
+        half = [(s.log2_speedup_ci[1] - s.log2_speedup_ci[0]) / 2 for s in sizes if s.log2_speedup_ci]
+        late = [s.late_ms for s in sizes if s.late_ms]
+        lines.append(f"  timed pairs per size\tmedian {statistics.median(s.reps for s in sizes):.0f}, max "
+                     f"{max(s.reps for s in sizes)}; interval half-width (log2) median {statistics.median(half):.4f}, "
+                     f"p95 {pct(half, 0.95):.4f}; sizes charged for late work {len(late)}/{len(sizes)}"
+                     + (f" (median {statistics.median(late) * 1e3:.1f} us)" if late else ""))
     return "\n".join(lines)
 
 
@@ -180,9 +184,10 @@ def main(argv: list[str] | None = None) -> int:
             if time.perf_counter() - t0 > args.budget_s:
                 say(f"# round {n} not started: {args.budget_s:.0f} s budget spent")
                 break
-            reqs = [GradeRequest(**{**req.__dict__, "seed": 1000 * n + 17})
-                    for g in groups for req, _ in items.get(g, [])]
-            reqs.sort(key=lambda r: r.task_id)  # neighbours share a task: slots reuse expert workers
+            reqs = []
+            for g, rep in groups:  # within a group, neighbours share a task: slots reuse expert twins
+                reqs += sorted((GradeRequest(**{**req.__dict__, "seed": 1000 * rep + 17})
+                                for req, _ in items.get(g, [])), key=lambda r: r.task_id)
             for r in svc.grade(reqs):
                 results.append(r)
                 live.write(r.to_json() + "\n")

@@ -120,8 +120,9 @@ class SizeResult:
     """Timed repetitions per side."""
     log2_speedup_ci: tuple[float, float] | None = None
     """~95% interval of log2(speedup) from the paired (expert, candidate) calls, before clipping."""
-    late_calls: tuple[int, int] = (0, 0)
-    """Timed calls (expert, candidate) charged for device work that finished after their end event."""
+    late_ms: float = 0.0
+    """Charged to each candidate call: how far its median gap from the end event to the device-wide
+    done event exceeded its expert twin's (work left running after the call returned)."""
     speedup: float | None = None
     """expert_ms / cand_ms after clipping."""
     max_rel_err: float | None = None
@@ -181,8 +182,7 @@ class GradeResult:
         d = json.loads(text)
         d["sizes"] = [SizeResult(**{**s, "cand_ms_ci": _tup(s.get("cand_ms_ci")),
                                     "expert_ms_ci": _tup(s.get("expert_ms_ci")),
-                                    "log2_speedup_ci": _tup(s.get("log2_speedup_ci")),
-                                    "late_calls": _tup(s.get("late_calls")) or (0, 0)}) for s in d.get("sizes", [])]
+                                    "log2_speedup_ci": _tup(s.get("log2_speedup_ci"))}) for s in d.get("sizes", [])]
         return GradeResult(**d)
 
 

@@ -246,7 +246,7 @@ class Slot:
             self._end_expert(self._experts.pop(next(iter(self._experts))))
         return conn
 
-    MAX_EXPERTS = 4
+    MAX_EXPERTS = 2
     """Expert workers kept per slot; grading attempts grouped by task keeps this small."""
 
     def drop_expert(self, key: str) -> None:

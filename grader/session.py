@@ -40,13 +40,15 @@ class Effort:
     target_log2_halfwidth: float = 0.01
     """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
     most this far either side of its median."""
-    verify_timed: int = 3
+    verify_timed: int = 4
     """Least timed calls per size whose outputs are fetched and verified, chosen after the calls."""
-    verify_fraction: float = 0.25
+    verify_fraction: float = 0.05
     """...and at least this share of them, so a candidate that turns bad after N calls is caught."""
+    late_tolerance_ms: float = 0.002
+    """Median done-gap excess over the twin's below which nothing is charged (the gaps' own noise)."""
     size_budget_s: float = 1.0
     """Wall-clock cap on one size's timing loop."""
-    kept_output_bytes: int = 8 << 30
+    kept_output_bytes: int = 4 << 30
     """Device memory the candidate's kept timed outputs may hold at once (bounds reps at huge sizes)."""
 
     @staticmethod
@@ -110,7 +112,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
     status, code, reason = Status.CORRECT, Reason.OK, ""
 
     def remaining() -> float:
-        left = deadline - time.monotonic()
+        left = deadline + (g.waited_s if g is not None else 0.0) - time.monotonic()
         if left <= 0:
             raise Floor(Status.TIMEOUT, Reason.TIMEOUT, f"attempt exceeded its {req.timeout_s:.0f} s budget")
         return left
@@ -211,6 +213,8 @@ class _Grade:
     kernels: list = field(default_factory=list)
     first_call: bool = True
     expert: WorkerConn | None = None
+    waited_s: float = 0.0
+    """Seconds spent waiting for the device lock or the expert twin: added to the attempt's budget."""
 
     @property
     def cuda(self) -> bool:
@@ -240,12 +244,13 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
                out_nbytes=elem * _prod(out_shape))
     worst = _check_size(g, sz)
     t = time.perf_counter()
-    cand_ms, exp_ms, logs, timed, late = _time_size(g, sz)
+    cand_ms, exp_ms, timed, late_ms = _time_size(g, sz)
     g.phases["timing"] += time.perf_counter() - t
     worst = max(worst, _verify_timed(g, sz, timed))
+    cand_ms = [c + late_ms for c in cand_ms]
+    logs = [math.log2(max(e, 1e-9) / max(c, 1e-9)) for e, c in zip(exp_ms, cand_ms)]
     c_med, e_med = median(cand_ms), median(exp_ms)
-    l_med = median(logs)
-    measured = 2.0 ** l_med
+    measured = 2.0 ** median(logs)
     bw = next((v for k, v in BANDWIDTH_BYTES_PER_S.items() if k in g.device_name), BANDWIDTH_BYTES_PER_S["cpu"])
     floor_ms = bytes_floor(card, size) / bw * 1e3
     if c_med < floor_ms:
@@ -254,7 +259,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
                     f"({bytes_floor(card, size) / 1e6:.1f} MB at {bw / 1e12:.1f} TB/s)")
     return SizeResult(size_key=sz.label, hidden=hidden, cand_ms=c_med, expert_ms=e_med,
                       cand_ms_ci=median_ci(cand_ms), expert_ms_ci=median_ci(exp_ms), reps=len(cand_ms),
-                      log2_speedup_ci=median_ci(logs), late_calls=late, speedup=clip_speedup(measured),
+                      log2_speedup_ci=median_ci(logs), late_ms=late_ms, speedup=clip_speedup(measured),
                       max_rel_err=worst), measured
 
 
@@ -271,12 +276,12 @@ def _check_size(g: _Grade, sz: _Size) -> float:
         # slot's warm-up pairs, which are never counted.
         compiling = g.first_call
         g.first_call = False
-        with (contextlib.nullcontext() if compiling else g.gpu_lock.shared()):
+        with (contextlib.nullcontext() if compiling else _hold(g, "shared")):
             reply = _cand_call(g, sz, seed, keep_inputs=True, profile=i == 0)
         if compiling:  # charged to compilation
             g.phases["compile"] += time.perf_counter() - t_call
             t += time.perf_counter() - t_call
-        with g.gpu_lock.shared():
+        with _hold(g, "shared"):
             v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
@@ -285,19 +290,20 @@ def _check_size(g: _Grade, sz: _Size) -> float:
     return worst
 
 
-def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, list, tuple[int, int]]:
+def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float]:
     """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
     same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
-    the pairs' log-ratios: drift in clocks or temperature moves both calls of a pair alike."""
+    the pairs' log-ratios: drift in clocks or temperature moves both calls of a pair alike. Returns
+    (candidate ms, expert ms, [(output index, seed)] of the candidate's calls, late ms)."""
     eff = g.effort
     max_reps = max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(sz.out_nbytes, 1)))
     expert = _expert_worker(g)
     t = time.perf_counter()
-    with g.gpu_lock.shared():  # the expert's first call at a size may compile
+    with _hold(g, "shared"):  # the expert's first call at a size may compile
         _expert_call(g, expert, sz, derive_seed(g.req.seed, sz.key, "expert-warmup"))
     g.phases["expert"] += time.perf_counter() - t
-    cand_ms, exp_ms, logs, timed, late = [], [], [], [], [0, 0]
-    with g.gpu_lock.exclusive():
+    cand_ms, exp_ms, logs, timed, gaps = [], [], [], [], ([], [])
+    with _hold(g, "exclusive"):
         for w in range(eff.warmup_pairs):
             seed = derive_seed(g.req.seed, sz.key, "warmup", w)
             _expert_call(g, expert, sz, seed)
@@ -313,15 +319,27 @@ def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, list, tuple[int,
                 c = _cand_call(g, sz, seed, keep_inputs=False)
             cand_ms.append(c["ms"])
             exp_ms.append(e["ms"])
-            late[0] += e.get("late_ms", 0) > 0
-            late[1] += c.get("late_ms", 0) > 0
+            gaps[0].append(e.get("gap_ms", 0.0))
+            gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
             timed.append((c["idx"], seed))
             if r + 1 >= eff.min_reps:
                 lo, hi = median_ci(logs)
                 if (hi - lo) / 2 <= eff.target_log2_halfwidth or time.monotonic() - t_size > eff.size_budget_s:
                     break
-    return cand_ms, exp_ms, logs, timed, (late[0], late[1])
+    # Work still running after the call returned shows as a longer wait for the device-wide done
+    # event than the twin's, which returns only once its own work is done.
+    excess = median(gaps[1]) - median(gaps[0])
+    return cand_ms, exp_ms, timed, excess if excess > eff.late_tolerance_ms else 0.0
+
+
+@contextlib.contextmanager
+def _hold(g: _Grade, kind: str):
+    """The device lock, shared or exclusive; time spent waiting for it is not the attempt's."""
+    t = time.monotonic()
+    with getattr(g.gpu_lock, kind)():
+        g.waited_s += time.monotonic() - t
+        yield
 
 
 def _verify_timed(g: _Grade, sz: _Size, timed: list) -> float:
@@ -331,7 +349,7 @@ def _verify_timed(g: _Grade, sz: _Size, timed: list) -> float:
     eff = g.effort
     n_verify = min(len(timed), max(eff.verify_timed, math.ceil(eff.verify_fraction * len(timed))))
     for idx, seed in g.rng.sample(timed, n_verify):
-        with g.gpu_lock.shared():
+        with _hold(g, "shared"):
             v = _verify(g, sz, idx, seed, with_inputs=False)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
@@ -350,6 +368,7 @@ def _expert_worker(g: _Grade) -> WorkerConn:
             g.slot.drop_expert(g.task.expert_key)
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker failed: {e}") from None
         g.phases["expert"] += time.perf_counter() - t
+        g.waited_s += time.perf_counter() - t
     return g.expert
 
 
@@ -358,8 +377,10 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int) -> dict:
     is not kept: the expert is trusted, and the candidate's kept outputs already fill the budget."""
     msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": False,
            "profile": False, "keep": False}
+    t = time.monotonic()
     try:
         reply, _, _ = expert.request(msg, EXPERT_TIMEOUT_S)
+        g.waited_s += time.monotonic() - t  # the twin's time is the grader's, not the attempt's
     except (OSError, wire.WireError) as e:
         g.slot.drop_expert(g.task.expert_key)
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker died: {e}") from None

@@ -99,8 +99,7 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
     t_sandbox = time.perf_counter()
     worker = Worker(sock, cfg["device"], audit_fd=audit_fd, sealed=cfg["hide"], reveal=cfg.get("reveal", []))
     hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers,
-             "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3,
-             "done_gap_ms": worker.done_gap_ms}
+             "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3}
     return worker, hello
 
 

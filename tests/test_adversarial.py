@@ -169,6 +169,8 @@ def test_honest_kernel_matches_float64_reference(case):
     device = "cuda" if _cuda() else "cpu"
     profile_name = "gpu" if device == "cuda" else "cpu"
     ref = load_source(card.reference, f"kt_adv_ref_{card.task_id}", str(_scratch())).run
+    scale = (load_source(card.error_scale, f"kt_adv_scale_{card.task_id}", str(_scratch())).run
+             if card.error_scale else None)
     fn = _load_candidate(case).run
     atol, rtol = card.tolerance()
     for size, hidden in card.sizes(profile_name):
@@ -182,7 +184,8 @@ def test_honest_kernel_matches_float64_reference(case):
         assert type(out) is torch.Tensor and out.dtype == getattr(torch, card.output_dtype)
         for got, fresh in zip(inputs, make_inputs(specs, seed, device)):
             assert torch.equal(got, fresh), f"{size}: the kernel changed its inputs"
-        verdict = compare(out, ref(*upcast(inputs)), atol, rtol)
+        wide = upcast(inputs)
+        verdict = compare(out, ref(*wide), atol, rtol, scale(*wide) if scale else None)  # as the grader judges
         assert verdict.ok, f"{'hidden' if hidden else 'public'} size {size}: {verdict.detail}"
 
 

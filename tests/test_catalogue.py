@@ -134,11 +134,19 @@ def reference_output(card: TaskCard, inputs: list[torch.Tensor]) -> torch.Tensor
     return load_source(card.reference, f"ref_{card.task_id}").run(*upcast(inputs))
 
 
-def mismatches(card: TaskCard, out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """Boolean mask of elements outside |out - ref| <= atol + rtol * |ref| (NaN and Inf fail)."""
+def magnitude(card: TaskCard, ref: torch.Tensor, inputs: list[torch.Tensor]) -> torch.Tensor:
+    """What rtol multiplies, as the grader takes it: max(|ref|, the card's error scale on the inputs)."""
+    if not card.error_scale:
+        return ref.double().abs()
+    scale = load_source(card.error_scale, f"scale_{card.task_id}", interpret=False).run(*upcast(inputs))
+    return torch.maximum(ref.double().abs(), scale.to(ref.device).double().abs())
+
+
+def mismatches(card: TaskCard, out: torch.Tensor, ref: torch.Tensor, inputs: list[torch.Tensor]) -> torch.Tensor:
+    """Boolean mask of elements outside |out - ref| <= atol + rtol * max(|ref|, scale) (NaN and Inf fail)."""
     atol, rtol = card.tolerance()
     err = (out.double() - ref.double()).abs()
-    ok = err <= atol + rtol * ref.double().abs()
+    ok = err <= atol + rtol * magnitude(card, ref, inputs)
     return ~ok
 
 
@@ -231,7 +239,7 @@ def test_expert_matches_reference_on_cpu_sizes(card: TaskCard, size: dict[str, i
     assert out.dtype == TORCH_DTYPES[card.output_dtype] and out.device.type == "cpu"
     assert ref.dtype == (torch.float64 if out.dtype.is_floating_point else out.dtype)
     assert all(torch.equal(a, b) for a, b in zip(inputs, kept)), "expert modified its inputs"
-    bad = mismatches(card, out, ref)
+    bad = mismatches(card, out, ref, kept)
     assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} elements outside {card.tolerance()}"
 
 
@@ -268,7 +276,7 @@ def test_every_float_input_changes_the_reference(card: TaskCard, index: int):
         perturbations["scale"] = original.float() * 1.3
     for how, perturbed in perturbations.items():
         changed = mismatches(card, reference_output(card, inputs[:index] + [perturbed.to(original.dtype)]
-                                                    + inputs[index + 1:]), ref)
+                                                    + inputs[index + 1:]), ref, inputs)
         assert changed.any(), f"{how} on {card.inputs[index].name} left the reference within tolerance"
 
 
@@ -276,12 +284,13 @@ def test_every_float_input_changes_the_reference(card: TaskCard, index: int):
 def test_constant_outputs_fail(card: TaskCard):
     # Threat 2: zeros (or the output's mean everywhere) must not sit inside the tolerance.
     for size, _ in card.sizes("cpu"):
-        ref = reference_output(card, make_inputs(card, size, seed_for("const", card.task_id, size_key(size))))
+        inputs = make_inputs(card, size, seed_for("const", card.task_id, size_key(size)))
+        ref = reference_output(card, inputs)
         out_dtype = TORCH_DTYPES[card.output_dtype]
         zeros = torch.zeros(ref.shape, dtype=out_dtype)
         mean = torch.full(ref.shape, ref.double().mean().item()).to(out_dtype)
-        assert mismatches(card, zeros, ref).any()
-        assert mismatches(card, mean, ref).any()
+        assert mismatches(card, zeros, ref, inputs).any()
+        assert mismatches(card, mean, ref, inputs).any()
 
 
 def _emitted_by_family(card: TaskCard) -> set[str]:
@@ -340,9 +349,9 @@ def test_expert_matches_reference_on_gpu_sizes(card: TaskCard, size: dict[str, i
     assert tuple(out.shape) == resolve_shape(card.output_shape, size) and out.dtype == TORCH_DTYPES[card.output_dtype]
     atol, rtol = card.tolerance()
     err = (out.double() - ref.double()).abs()
-    worst = (err / (atol + rtol * ref.double().abs())).max().item() if atol or rtol else err.max().item()
+    worst = (err / (atol + rtol * magnitude(card, ref, inputs))).max().item() if atol or rtol else err.max().item()
     print(f"\n[tolerance] {card.task_id} {size_key(size)}: worst error / allowed = {worst:.3g}")
-    bad = mismatches(card, out, ref)
+    bad = mismatches(card, out, ref, inputs)
     assert not bad.any(), f"{int(bad.sum())} of {bad.numel()} elements outside {card.tolerance()}"
 
 

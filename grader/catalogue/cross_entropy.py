@@ -68,6 +68,16 @@ _INPUTS = (
     InputSpec("logits", ("M", "V"), "float32", mean=(-2.0, 2.0), std=(0.5, 4.0)),
     InputSpec("target", ("M",), "int64", dist="randint", low=0, high="V"),
 )
+# The loss is lse - (target term), and lse = max + log sum exp(x - max) carries its N-term sum's
+# relative error as an absolute error. When the target holds the row's dominant logit the loss is
+# small (0.01-0.2 with std 4), but that error is not: sequential fp32 accumulation
+# absorbs the terms below half an ulp of its running total (measured with the target at the argmax:
+# 12.9x the |loss| bound at V = 50257, and at V = 8192, where such a row turns up in most calls,
+# 2.4x). Each row is judged at least at magnitude log V, the value of log sum exp(x - max) when no
+# term dominates; larger losses keep the |loss| bound.
+_LOG_SUM_SCALE = ("import math, torch\ndef run(logits, target):\n"
+                  "    return torch.full_like(logits[:, 0], math.log(logits.shape[-1]))\n")
+
 _FORBIDDEN = ("aten::cross_entropy_loss", "aten::nll_loss", "aten::nll_loss_nd", "aten::nll_loss_forward",
               "aten::log_softmax", "aten::_log_softmax", "aten::logsumexp")
 
@@ -88,6 +98,8 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 13, "V": 1500},), "gpu": ({"M": 1000, "V": 50257}, {"M": 4000, "V": 32064})},
         bytes_moved="(M * V + M) * E + 8 * M",
         forbidden_ops=_FORBIDDEN,
+
+        error_scale=_LOG_SUM_SCALE,
     ),
     TaskCard(
         task_id="cross_entropy_smooth_fp32",
@@ -106,5 +118,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 13, "V": 1500},), "gpu": ({"M": 1000, "V": 50257}, {"M": 4000, "V": 32064})},
         bytes_moved="(M * V + M) * E + 8 * M",
         forbidden_ops=_FORBIDDEN,
+
+        error_scale=_LOG_SUM_SCALE,
     ),
 ]

@@ -77,6 +77,20 @@ def run(x, w):
     return torch.nn.functional.rms_norm(x, (x.shape[-1],), w, eps=1e-6)
 '''
 
+# LayerNorm's output y = (x - mean) * rstd * w + b is near 0 where the two terms cancel, so |y|
+# understates the rounding it carries: the mean's error (a row sum's, divided by N) is multiplied by
+# rstd * |w| into every element, and is largest relative to the spread when the drawn mean is large
+# against it (|mean| * rstd up to 4), and the variance's relative error scales |(x - mean) * rstd * w|.
+# Each element is judged against the magnitudes that enter it: sequential fp32 statistics reached
+# 2.4x the |y| bound at N = 5120 but stay below 0.05 of this one. RMSNorm needs none: it has no
+# additive term, so every rounding is relative to the element itself.
+_LN_SCALE = '''import torch
+def run(x, w, b):
+    mean = x.mean(dim=-1, keepdim=True)
+    rstd = torch.rsqrt(x.var(dim=-1, unbiased=False, keepdim=True) + 1e-5)
+    return w.abs() * rstd * ((x - mean).abs() + mean.abs()) + b.abs()
+'''
+
 # Rows carry a drawn mean of up to +-2 against a spread of 0.5-2, so a kernel that skips the mean
 # subtraction fails; weights around 1 and biases around 0 are drawn, never fixed, so neither can be
 # dropped unnoticed.
@@ -103,6 +117,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 45, "N": 320},), "gpu": _GPU_HIDDEN},
         bytes_moved="(2 * M * N + 2 * N) * E",
         forbidden_ops=("aten::layer_norm", "aten::native_layer_norm"),
+        error_scale=_LN_SCALE,
     ),
     TaskCard(
         task_id="rmsnorm_fp32",

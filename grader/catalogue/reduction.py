@@ -108,6 +108,20 @@ def run(x):
 
 _X = InputSpec("x", ("M", "N"), "float32", mean=(-2.0, 2.0), std=(0.5, 2.0))
 
+# Error scales of the sums. An fp32 sum rounds every partial sum it forms, so its error follows the
+# partial sums, not the result: where the terms cancel (a mean drawn near 0) |result| is about
+# sqrt(n) * rms and near 0 in some rows, and an honest accumulator was floored (row_sum_triton_chunked in 3 of
+# 3 repeats on an H200, the expert against itself once). The partial sums of any order that does not
+# look at the values are sums of random subsets of the terms, so their rounding adds up to about
+# 2^-24 * sqrt(n) * ||terms||_2 (measured for sequential, chunked, pairwise and torch orders: at most
+# 0.1 of rtol * ||terms||_2 at n = 10007; it would reach 1 only near n ~ 10^6). The 2-norm and not
+# sum(|x|), Higham's worst-case magnitude: rounding the terms to fp16 or bf16 alone costs about
+# 2^-12 * ||terms||_2, which stays above rtol * ||terms||_2 (1e-4), while rtol * sum(|x|) is sqrt(n)
+# times larger and lets an fp16 pairwise sum through on cancelling draws (tests/test_reduction_tolerance.py).
+_ROW_SUM_SCALE = "import torch\ndef run(x):\n    return x.pow(2).sum(dim=-1).sqrt()\n"
+# The mean's error is the sum's divided by M.
+_COL_MEAN_SCALE = "import torch\ndef run(x):\n    return x.pow(2).sum(dim=0).sqrt() / x.shape[0]\n"
+
 CARDS = [
     TaskCard(
         task_id="row_sum_fp32",
@@ -124,6 +138,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 50, "N": 300},), "gpu": ({"M": 10000, "N": 3000}, {"M": 3000, "N": 10007})},
         bytes_moved="(M * N + M) * E",
         forbidden_ops=("aten::sum",),
+        error_scale=_ROW_SUM_SCALE,
     ),
     TaskCard(
         task_id="row_max_fp32",
@@ -157,5 +172,8 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 100, "N": 150},), "gpu": ({"M": 12345, "N": 2000}, {"M": 1500, "N": 20000})},
         bytes_moved="(M * N + N) * E",
         forbidden_ops=("aten::mean", "aten::sum"),
+        # With these draws atol (1e-5) still covers a mean's rounding (about 2^-24 * rms); the scale
+        # keeps that true for longer columns or wider spreads instead of leaving it to chance.
+        error_scale=_COL_MEAN_SCALE,
     ),
 ]

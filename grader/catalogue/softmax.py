@@ -71,6 +71,15 @@ def run(x):
     return _launch(x, True)
 '''
 
+# Log-softmax y = (x - max) - L with L = log sum exp(x - max): L carries the relative error of its
+# N-term sum as an absolute error, and a dominant term makes L (and |y| at the maximum) small without
+# making that error small: the other N-1 terms still pass through the accumulator, and a sequential
+# one absorbs those below half an ulp of its running total (measured: 2.2x the |y| bound at N = 7000).
+# So each element is judged at least at magnitude log N, the value L takes when no term dominates;
+# elements with |y| above it keep the |y| bound. Softmax needs none: its sum has positive terms only,
+# and its error is relative to each element.
+_LOG_SUM_SCALE = "import math, torch\ndef run(x):\n    return torch.full_like(x, math.log(x.shape[-1]))\n"
+
 _SOFTMAX_FORBIDDEN = ("aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax")
 
 CARDS = [
@@ -121,5 +130,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 33, "N": 300},), "gpu": ({"M": 12288, "N": 2000}, {"M": 3000, "N": 7000})},
         bytes_moved="2 * M * N * E",
         forbidden_ops=_SOFTMAX_FORBIDDEN,
+
+        error_scale=_LOG_SUM_SCALE,
     ),
 ]
