@@ -65,7 +65,7 @@ class GraderService:
         cache_dirs = [str(self.ext_cache.root)] if self.ext_cache is not None else []
         hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + [self.workdir] + cache_dirs)
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
-                           defer_ready=True) for i in range(workers)]
+                           defer_ready=True, slots=workers) for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
         self.gpu_lock = DeviceLock()

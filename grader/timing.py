@@ -156,6 +156,15 @@ def off_stream_kernels(device_events: list[tuple[float, str, object]]) -> list[s
     return sorted({name for _, name, stream in ordered[1:] if stream is not None and stream != caller})
 
 
+def quantile(xs: list[float], q: float) -> float:
+    """The q-quantile by linear interpolation between order statistics."""
+    s = sorted(xs)
+    pos = q * (len(s) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
 def median(xs: list[float]) -> float:
     s = sorted(xs)
     n = len(s)

@@ -67,6 +67,8 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
     sys.dont_write_bytecode = True
     t0 = time.perf_counter()
     os.setpgid(0, 0)
+    if cfg.get("cpus"):  # the slot's own cores: the candidate and its expert twin wake up alike
+        os.sched_setaffinity(0, cfg["cpus"])
     layers = sandbox.enter(hide=cfg["hide"], reveal=cfg.get("reveal", []), tmp_mb=cfg["tmp_mb"],
                            uid=cfg.get("uid"), nproc=cfg["nproc"], nofile=cfg["nofile"],
                            fsize_mb=cfg["fsize_mb"], address_space_mb=cfg.get("address_space_mb"))

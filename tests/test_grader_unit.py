@@ -303,3 +303,20 @@ def test_work_left_on_a_side_stream_is_charged_to_the_call():
     # The end event on the caller's stream fires early; the gap to the device-wide done event holds
     # the eight hidden products, which the session charges against the expert twin's gap.
     assert hidden_gap > 4 * honest_ms + honest_gap, (honest_ms, honest_gap, hidden_ms, hidden_gap)
+
+
+def test_late_work_is_charged_from_quartiles_not_from_wake_up_noise():
+    """Run 2 on the H200 compared median done gaps and charged honest sizes 2-33 us: one worker's
+    host woke up later than its twin's for a while. Hidden work lengthens every wait instead."""
+    import random
+
+    from grader.session import late_excess
+
+    rng = random.Random(5)
+    twin = [0.013 + rng.expovariate(1 / 0.004) for _ in range(40)]
+    noisy = [0.013 + rng.expovariate(1 / 0.004) + (0.03 if rng.random() < 0.3 else 0.0) for _ in range(40)]
+    assert late_excess(noisy, twin, 0.002) == 0.0
+    hidden = [g + 0.05 for g in rng.sample(twin, len(twin))]  # 50 us left running after every call
+    charged = late_excess(hidden, twin, 0.002)
+    assert 0.035 < charged <= 0.05, charged
+    assert late_excess([], twin, 0.002) == 0.0
