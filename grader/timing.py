@@ -12,9 +12,12 @@ before the launch does leaves the device idle inside the interval: on an H200 wi
 workers a 256 MiB flush did, and timings of 30 us kernels read 90-130 us.
 
 Work hidden on a side stream or deferred past the end event still lands before `done`, which is
-recorded only after a device-wide synchronise. end..done is returned as the call's gap; the session
-compares the candidate's gaps with its expert twin's at the same size (grader/session.py), instead
-of with a constant calibrated once: the wake-up after a synchronise moves with the host's load.
+recorded only after a device-wide synchronise. The host spins on the end event before that
+synchronise: a blocking wait sleeps deeper the longer the kernel runs, and on an H200 a 1 ms
+candidate's gap came out 10-30 us above its 50 us twin's. end..done is returned as the call's gap;
+the session compares the candidate's gaps with its expert twin's at the same size
+(grader/session.py), instead of with a constant calibrated once: the wake-up after a synchronise
+moves with the host's load.
 """
 from __future__ import annotations
 
@@ -36,6 +39,7 @@ class DeviceClock:
             self._event = torch.cuda.Event
             self._record = torch.cuda.Event.record
             self._elapsed = torch.cuda.Event.elapsed_time
+            self._query = torch.cuda.Event.query
             self._flush_buf = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=device)
         self._l2 = PersistingL2() if self.cuda else None
 
@@ -68,6 +72,8 @@ class DeviceClock:
         self._record(start)
         out = fn(*args)
         self._record(end)
+        while not self._query(end):  # spin: a blocking wait sleeps longer the longer the kernel runs
+            pass
         self._sync()  # every stream of the device
         self._record(done)
         self._sync()
