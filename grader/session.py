@@ -45,7 +45,7 @@ class Effort:
     verify_fraction: float = 0.05
     """...and at least this share of them, so a candidate that turns bad after N calls is caught."""
     late_tolerance_ms: float = 0.002
-    """Median done-gap excess over the twin's below which nothing is charged (the gaps' own noise)."""
+    """Done-gap excess over the twin's (see `late_excess`) below which nothing is charged."""
     size_budget_s: float = 1.0
     """Wall-clock cap on one size's timing loop."""
     kept_output_bytes: int = 4 << 30

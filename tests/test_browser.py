@@ -112,8 +112,15 @@ def test_asset_graph_shows_every_stage(page, ui_url):
 
 
 def test_release_page_shows_upstream_lineage(page, ui_url):
-    text = _open(page, ui_url + "/assets/release", "Upstream assets")
-    upstream = text.split("Upstream assets", 1)[1].split("Downstream assets", 1)
+    _open(page, ui_url + "/assets/release", "Upstream assets")
+    # The heading is drawn before its list loads (a lone "–" meanwhile): read once the list is in.
+    deadline = time.monotonic() + 30
+    while True:
+        text = page.inner_text("body")
+        upstream = text.split("Upstream assets", 1)[1].split("Downstream assets", 1)
+        if upstream[0].strip(" \n–") or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(250)
     for asset in ("accounting", "family_splits", "revalidated_records", "trajectories"):
         assert asset in upstream[0], f"{asset} not listed upstream of release"
     assert "published_release" in upstream[1].split("Definition", 1)[0]
