@@ -328,11 +328,10 @@ class Slot:
 
 
 def _alive(pid: int) -> None | int:
-    """None while `pid` runs (the shape of Popen.poll), else 0."""
+    """None while `pid` runs (the shape of Popen.poll), else 0; a zombie the zygote has not yet
+    reaped counts as ended."""
     try:
-        os.kill(pid, 0)
-        return None
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            return 0 if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X") else None
+    except (OSError, IndexError):
         return 0
-    except PermissionError:  # another uid's live process
-        return None

@@ -139,3 +139,27 @@ def test_no_directory_outside_the_system_is_readable_even_through_libc(tmp_path)
         assert root in r.sandbox["hidden_paths"]
     finally:
         shutil.rmtree(root)
+
+
+def test_expert_twin_is_kept_per_task_under_its_own_uid_and_replaced_when_it_dies():
+    """The expert is timed in a twin worker: kept for the next attempt of the same task, never under
+    the candidate's uid (a candidate must not signal or trace it), and a dead twin is started anew
+    rather than failing the next grade."""
+    import signal
+
+    with GraderService(workers=1) as svc:
+        slot = svc.slots[0]
+
+        def grade(name):
+            r = svc.grade_one(GradeRequest(attempt_id=name, task_id=TASK, source=HONEST, language="pytorch"))
+            assert r.status is Status.CORRECT, r.reason
+            (key, twin), = slot._experts.items()
+            return twin.pid
+
+        first = grade("a")
+        assert grade("b") == first
+        if os.geteuid() == 0:
+            assert slot.expert_uid is not None and slot.expert_uid != slot.uid
+            assert os.stat(f"/proc/{first}").st_uid == slot.expert_uid
+        os.kill(first, signal.SIGKILL)
+        assert grade("c") != first
