@@ -61,7 +61,12 @@ def _grade(args) -> int:
     from grader.contract import request_from_json
     from grader.service import GraderService
 
-    src = sys.stdin if args.inp == "-" else open(args.inp)
+    try:
+        src = sys.stdin if args.inp == "-" else open(args.inp)
+    except OSError as e:
+        print(f"python -m grader grade: cannot read the requests file {args.inp}: {e.strerror}; give a JSON-lines "
+              "file of GradeRequest objects, or '-' for standard input", file=sys.stderr)
+        return 2
     requests = []
     for n, line in enumerate(src, 1):
         if line.strip():

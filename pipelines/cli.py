@@ -294,6 +294,11 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     settings = dataclasses.replace(settings_from_args(args), **{k: v for k, v in (
         ("hub_endpoint", args.endpoint), ("hub_repo", args.repo)) if v})
+    if args.version and not (settings.releases_dir / args.version).is_dir():
+        print(f"kerneltraj publish: no release {args.version} under {settings.releases_dir}: build it with "
+              f"`kerneltraj release --version {args.version}`, or leave out --version to publish the latest",
+              file=sys.stderr)
+        return 2
     if args.dry_run:
         version = args.version
         if not version:

@@ -94,3 +94,20 @@ def test_import_feeds_the_next_ingest(tmp_path, monkeypatch):
         rows = query_dicts(con, "SELECT source_format, json_extract_string(extra, '$.import_origin') AS o "
                                 "FROM raw_attempts")
     assert all(r["source_format"] == "cuda-l1" and r["o"].startswith(str(sample)) for r in rows)
+
+
+def test_publish_of_a_version_never_built_is_one_line(tmp_path):
+    """Both with --dry-run and without: a version with no release folder is a usage error."""
+    for extra in (("--dry-run", str(tmp_path / "out")), ()):
+        proc = _run(project_env(tmp_path, ()), "publish", "--version", "v9.9", *extra)
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and "no release v9.9" in lines[0] and "kerneltraj release" in lines[0], lines
+
+
+def test_grader_cli_with_a_missing_requests_file_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", "--in", str(tmp_path / "none.jsonl")],
+                          capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot read the requests file" in lines[0], lines
