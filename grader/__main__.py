@@ -2,7 +2,7 @@
 
     python -m grader grade --in requests.jsonl --out results.jsonl [--workers 2] [--mode zygote]
     python -m grader fingerprint
-    python -m grader tasks
+    python -m grader tasks [--json]
 
 Needs only torch, triton, nvidia-ml-py and the standard library.
 """
@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--profile", default=None, help="force a size profile (cpu/gpu) for every request")
     f = sub.add_parser("fingerprint", help="print this machine's hardware fingerprint")
     f.add_argument("--record", help="also write the raw NVML answers to this JSON file (for CPU replay)")
-    sub.add_parser("tasks", help="list the catalogue (public fields only)")
+    t = sub.add_parser("tasks", help="list the catalogue (public fields only): the call signature, dtypes, "
+                                    "public sizes and tolerances of every task")
+    t.add_argument("--json", action="store_true", help="one JSON object per task instead of a table")
     args = ap.parse_args(argv)
 
     if args.cmd == "fingerprint":
@@ -48,11 +50,28 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cmd == "tasks":
         from grader.catalogue import load_catalogue
+        from grader.taskcard import size_key
 
         for card in load_catalogue().values():
-            print(json.dumps({k: card.public_card()[k] for k in ("task_id", "family", "lineage", "revision")}))
+            row = _task_row(card)
+            if args.json:
+                print(json.dumps(row))
+            else:
+                sizes = "; ".join(size_key(z) for z in row["public_sizes"].get("gpu", []))
+                print(f"{row['task_id']}  [{row['family']}, rev {row['revision']}]  {row['signature']}"
+                      f"  public gpu sizes: {sizes}  atol/rtol {row['tolerance']}")
         return 0
     return _grade(args)
+
+
+def _task_row(card) -> dict:
+    """What an agent may know of a task: no hidden size, no expert source."""
+    pub = card.public_card()
+    args = ", ".join(f"{i['name']}: {i['dtype']}[{', '.join(map(str, i['shape']))}]" for i in pub["inputs"])
+    out = f"{pub['output_dtype']}[{', '.join(map(str, pub['output_shape']))}]"
+    return {"task_id": pub["task_id"], "family": pub["family"], "lineage": pub["lineage"], "revision": pub["revision"],
+            "signature": f"run({args}) -> {out}", "public_sizes": pub["public_sizes"],
+            "tolerance": list(card.tolerance()), "description": pub["description"]}
 
 
 def _grade(args) -> int:

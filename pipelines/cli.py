@@ -384,7 +384,10 @@ def build_parser() -> argparse.ArgumentParser:
     lin.set_defaults(fn=cmd_lineage)
 
     imp = sub.add_parser("import", help="import an external corpus (its attempts join the next release)")
-    imp.add_argument("format", help="importer name (see pipelines.importers.IMPORTERS)")
+    imp.add_argument("format", help="the corpus's layout: cuda-l1 (CUDA-L1 JSON lines, e.g. "
+                                    "../shared/data/cuda-l1/h100.jsonl), kernelbench (KernelBench run and task "
+                                    "folders) or flashinfer-bench (a FlashInfer-Bench trace set: definitions/, "
+                                    "solutions/, traces/)")
     imp.add_argument("paths", nargs="+", help="files or folders of that corpus")
     imp.set_defaults(fn=cmd_import)
 

@@ -111,3 +111,30 @@ def test_grader_cli_with_a_missing_requests_file_is_one_line(tmp_path):
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot read the requests file" in lines[0], lines
+
+
+def test_import_help_names_every_importer():
+    """`import -h` tells a user which layouts exist, not where they are registered in the code."""
+    from pipelines.importers import IMPORTERS
+
+    sub = next(a for a in cli.build_parser()._subparsers._group_actions if a.choices)
+    text = sub.choices["import"].format_help()
+    assert "pipelines.importers" not in text
+    for name in IMPORTERS:
+        assert name in text, name
+
+
+def test_grader_tasks_lists_signatures_and_never_a_hidden_size():
+    from grader.catalogue import load_catalogue
+
+    proc = subprocess.run([sys.executable, "-m", "grader", "tasks", "--json"], capture_output=True, text=True,
+                          timeout=120, cwd=REPO_ROOT)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["task_id"]: r for r in map(json.loads, proc.stdout.splitlines())}
+    cards = load_catalogue()
+    assert set(rows) == set(cards)
+    assert rows["silu_mul_fp16"]["signature"] == "run(gate: float16[M, N], up: float16[M, N]) -> float16[M, N]"
+    for task_id, card in cards.items():
+        for size in (s for sizes in card.hidden_sizes.values() for s in sizes):
+            if size not in (s for sizes in card.public_sizes.values() for s in sizes):
+                assert json.dumps(size) not in proc.stdout, (task_id, size)
