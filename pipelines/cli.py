@@ -237,6 +237,26 @@ def cmd_lineage(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_quarantine(args: argparse.Namespace) -> int:
+    """List the quarantined rows of the last ingest: where each came from, and why."""
+    from pipelines.warehouse import connect, load_sql, query_dicts
+
+    settings = settings_from_args(args)
+    with connect(settings.warehouse_path, read_only=True) as con:
+        rows = query_dicts(con, load_sql("ingest.quarantine_rows"), {"reason": args.reason})
+    if args.json:
+        print(json.dumps(rows, indent=1, default=str))
+        return 0
+    for r in rows:
+        print(f"{r['origin']}\t{r['reason_code']}\t{r['attempt_id'] or '-'}\t{r['reason']}")
+    counts: dict[str, int] = {}
+    for r in rows:
+        counts[r["reason_code"]] = counts.get(r["reason_code"], 0) + 1
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1]))
+    print(f"{len(rows)} quarantined row(s)" + (f": {summary}" if summary else ""), file=sys.stderr)
+    return 0
+
+
 def _write_jsonl(path: Path, rows: Sequence[dict]) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r, sort_keys=True, default=list) + "\n" for r in rows))
@@ -382,6 +402,12 @@ def build_parser() -> argparse.ArgumentParser:
     lin.add_argument("record_id", help="attempt id (or a quarantined row's file:line)")
     lin.add_argument("--json", action="store_true")
     lin.set_defaults(fn=cmd_lineage)
+
+    qua = sub.add_parser("quarantine", help="list the rows the last ingest quarantined: file:line, reason code, "
+                                            "attempt id and reason")
+    qua.add_argument("--reason", help="only this reason code (e.g. bad_json, unknown_task)")
+    qua.add_argument("--json", action="store_true", help="one JSON array instead of tab-separated lines")
+    qua.set_defaults(fn=cmd_quarantine)
 
     imp = sub.add_parser("import", help="import an external corpus (its attempts join the next release)")
     imp.add_argument("format", help="the corpus's layout: cuda-l1 (CUDA-L1 JSON lines, e.g. "

@@ -11,6 +11,13 @@ DELETE FROM tasks;
 SELECT attempt_id, task_id, agent, model, trajectory_id, turn, language, origin
 FROM raw_attempts ORDER BY origin LIMIT 8;
 
+-- name: quarantine_rows
+-- Every quarantined row with its reason and where it came from (file:line); $reason narrows to one code.
+SELECT origin, attempt_id, reason_code, reason, import_origin
+FROM quarantine
+WHERE $reason IS NULL OR reason_code = $reason
+ORDER BY origin;
+
 -- name: quarantine_reasons
 SELECT reason_code, count(*) AS n FROM quarantine GROUP BY reason_code ORDER BY n DESC;
 

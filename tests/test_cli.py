@@ -138,3 +138,31 @@ def test_grader_tasks_lists_signatures_and_never_a_hidden_size():
         for size in (s for sizes in card.hidden_sizes.values() for s in sizes):
             if size not in (s for sizes in card.public_sizes.values() for s in sizes):
                 assert json.dumps(size) not in proc.stdout, (task_id, size)
+
+
+def test_quarantine_lists_every_row_with_its_reason_and_file_line(tmp_path, monkeypatch):
+    """The rows the ingest refused, as a user asks for them: file:line, code and reason."""
+    malformed = REPO_ROOT / "demo" / "malformed.jsonl"
+    env = project_env(tmp_path, (malformed,))
+    settings = Settings.from_env(env)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    cli.ensure_dagster_home(settings)
+    wh = Warehouse(path=str(settings.warehouse_path))
+    with dg.DagsterInstance.get() as instance:
+        result = dg.materialize([ingest.raw_attempts], instance=instance, resources={
+            "warehouse": wh, "attempt_sources": AttemptSources(paths=[str(malformed)])})
+    assert result.success
+    with connect(wh.path) as con:
+        expected = query_dicts(con, "SELECT origin, reason_code FROM quarantine ORDER BY origin")
+    assert expected, "the demo's malformed file must quarantine rows"
+    proc = _run(env, "quarantine", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [(r["origin"], r["reason_code"]) for r in rows] == [(e["origin"], e["reason_code"]) for e in expected]
+    assert all(r["reason"] and r["origin"].rsplit(":", 1)[1].isdigit() for r in rows)
+    code = expected[0]["reason_code"]
+    only = json.loads(_run(env, "quarantine", "--json", "--reason", code).stdout)
+    assert only and {r["reason_code"] for r in only} == {code}
+    text = _run(env, "quarantine")
+    assert text.returncode == 0 and len(text.stdout.splitlines()) == len(expected)
+    assert f"{len(expected)} quarantined row(s)" in text.stderr
