@@ -257,6 +257,23 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
     return 0
 
 
+UNDECODABLE = frozenset({"bad_encoding", "bad_json"})
+"""Reason codes of records that are not text of the format at all (as opposed to a bad field)."""
+
+
+def undecodable_files(batch) -> dict[str, tuple[int, int]]:
+    """Source files most of whose records (at least 5) do not decode: {file: (undecodable, records)}.
+    Such a file is the wrong file or the wrong format; quarantining its noise row by row would fill
+    the quarantine table (and the release) with it."""
+    per: dict[str, list[int]] = {}
+    for origin, code in ([(a.origin, None) for a in batch.attempts]
+                         + [(q.origin, q.reason_code) for q in batch.quarantined + batch.rejected]):
+        counts = per.setdefault(origin.rsplit(":", 1)[0], [0, 0])
+        counts[0] += code in UNDECODABLE
+        counts[1] += 1
+    return {f: (bad, n) for f, (bad, n) in per.items() if n >= 5 and 2 * bad > n}
+
+
 def _write_jsonl(path: Path, rows: Sequence[dict]) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r, sort_keys=True, default=list) + "\n" for r in rows))
@@ -272,6 +289,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 2
     settings = settings_from_args(args)
     batch = IMPORTERS[args.format].import_path([Path(p).resolve() for p in args.paths])
+    refused = undecodable_files(batch)
+    if refused:
+        path, (bad, total) = next(iter(refused.items()))
+        print(f"kerneltraj import: {path} is not a {args.format} corpus: {bad} of its {total} records are not "
+              f"decodable JSON text; nothing was imported (check the format name and the file)", file=sys.stderr)
+        return 2
     out = settings.state_dir / "imports" / args.format
     out.mkdir(parents=True, exist_ok=True)
     attempts = []
@@ -437,8 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)
-    except FileNotFoundError as e:
-        # A missing warehouse or input file is a usage problem, not a crash: say which and how to fix it.
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as e:
+        # A missing warehouse or input file, or a file where a folder belongs: a usage problem, not a crash.
         print(f"kerneltraj {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -166,3 +166,29 @@ def test_quarantine_lists_every_row_with_its_reason_and_file_line(tmp_path, monk
     text = _run(env, "quarantine")
     assert text.returncode == 0 and len(text.stdout.splitlines()) == len(expected)
     assert f"{len(expected)} quarantined row(s)" in text.stderr
+
+
+def test_import_of_random_bytes_is_refused_and_writes_nothing(tmp_path):
+    """From the release issue: 2 MB of random bytes became 8,069 quarantined rows and a release."""
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(os.urandom(200_000))
+    env = project_env(tmp_path, ())
+    for fmt in ("cuda-l1", "kernelbench"):
+        proc = _run(env, "import", fmt, str(garbage))
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "not a cuda-l1 corpus" in _run(env, "import", "cuda-l1", str(garbage)).stderr
+    assert not (tmp_path / "state" / "imports").exists()
+
+
+def test_a_corpus_with_a_few_bad_lines_still_imports(tmp_path):
+    from pipelines.importers import ImportBatch
+    from pipelines.rawattempt import Quarantined
+
+    bad = [Quarantined(f"a.jsonl:{i}", None, "bad_json", "not JSON", "") for i in range(3)]
+    batch = ImportBatch(format="cuda-l1", attempts=[], quarantined=bad, cards=[], claims=[])
+    assert cli.undecodable_files(batch) == {}  # fewer than 5 records: too few to call it noise
+    more = bad + [Quarantined(f"a.jsonl:{i}", "x", "unknown_task", "no card", "") for i in range(10, 17)]
+    assert cli.undecodable_files(ImportBatch("cuda-l1", [], more, [], [])) == {}
+    noise = bad + [Quarantined(f"a.jsonl:{i}", None, "bad_encoding", "binary", "") for i in range(10, 17)]
+    assert cli.undecodable_files(ImportBatch("cuda-l1", [], noise, [], [])) == {"a.jsonl": (10, 10)}
