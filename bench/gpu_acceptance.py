@@ -83,10 +83,8 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         for a, b in zip(ok, ok[1:]):
             pairs_graded += 1
             flips += point_label(a.reward) != point_label(b.reward)
-            sa = {s.size_key + str(i): s for i, s in enumerate(a.sizes)}
-            for k, s1 in sa.items():
-                s2 = next((s for i, s in enumerate(b.sizes) if s.size_key + str(i) == k), None)
-                if s2 is None or not (s1.speedup and s2.speedup and s1.cand_ms and s2.cand_ms):
+            for s1, s2 in zip(a.sizes, b.sizes):  # a card's sizes come in one order in every grade
+                if not (s1.speedup and s2.speedup and s1.cand_ms and s2.cand_ms):
                     continue
                 dur = min(s1.cand_ms, s2.cand_ms)
                 bucket = next(name for lo, hi, name in BUCKETS_MS if lo <= dur < hi)

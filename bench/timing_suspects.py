@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def main(argv=None) -> int:
     ap.add_argument("--calls", type=int, default=60)
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="kt-suspects-")  # the experts' module files, not the results folder
     cat = load_catalogue()
     clock = DeviceClock("cuda")
     flush_buf = clock._flush_buf
@@ -70,7 +72,7 @@ def main(argv=None) -> int:
           "\tsm_mhz idle->busy", flush=True)
     for task_id in args.tasks.split(","):
         card = cat[task_id]
-        fn = load_source(card.expert, f"suspect_{task_id}", str(args.out)).run
+        fn = load_source(card.expert, f"suspect_{task_id}", workdir).run
         size = card.public_sizes["gpu"][0]
         specs = resolve_specs(card, size)
         inputs = [make_inputs(specs, derive_seed(7, task_id, i), "cuda") for i in range(4)]

@@ -249,15 +249,15 @@ class Slot:
             self._experts[key] = conn  # most recently used last
             return conn
         if conn is not None:
-            self._end_expert(conn)
+            self._kill(conn, None)
         conn = self.spawn(timeout_s, expert=True)
         reply, _, _ = conn.request({"op": "load", "source": source, "entry_point": "run"}, timeout_s)
         if not reply.get("ok"):
-            self._end_expert(conn)
+            self._kill(conn, None)
             raise RuntimeError(f"the expert of {key} failed to load: {reply.get('error', '')[-400:]}")
         self._experts[key] = conn
         while len(self._experts) > self.MAX_EXPERTS:  # each holds a device context and its flush buffer
-            self._end_expert(self._experts.pop(next(iter(self._experts))))
+            self._kill(self._experts.pop(next(iter(self._experts))), None)
         return conn
 
     MAX_EXPERTS = 2
@@ -267,10 +267,7 @@ class Slot:
         """End the kept expert worker of `key` (after it failed or broke its protocol)."""
         conn = self._experts.pop(key, None)
         if conn is not None:
-            self._end_expert(conn)
-
-    def _end_expert(self, conn: WorkerConn) -> None:
-        self._kill(conn, None)
+            self._kill(conn, None)
 
     def finish(self, conn: WorkerConn | None) -> str:
         """Kill the worker and everything it left behind; describe how it had ended."""
