@@ -4,7 +4,8 @@
 
 Needs only what a bare GPU image has (torch, triton, nvidia-ml-py, the standard library): no
 Dagster, no install step. It grades, in rounds so that a run cut off early still covers every group:
-the GPU-only planted cheats (each must land at the floor in every repeat), the honest Triton kernels
+the GPU-only planted cheats (each must land at the floor in every repeat), the call-boundary escapes
+(once each), the honest Triton kernels
 (none may be floored) and every Triton expert graded as a candidate against itself (its reward should
 be 0). Each grade is appended to DIR/grades.jsonl the moment it arrives, and DIR/summary.txt holds the
 verdict table: cheats floored, honest floored, the experts' self-reward, repeat precision by
@@ -31,9 +32,11 @@ from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E40
 from grader.labels import point_label  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
-ROUNDS = ((("cheat", 1), ("expert", 1), ("honest", 1)), (("cheat", 2), ("cheat", 3), ("expert", 2), ("honest", 2)))
-"""(group, repeat) graded in each round: cheats three times, experts and honest kernels twice. The
-cheats (floored within seconds) go first, so a run cut short still has their three repeats."""
+ROUNDS = ((("cheat", 1), ("escape", 1), ("expert", 1), ("honest", 1)),
+          (("cheat", 2), ("cheat", 3), ("expert", 2), ("honest", 2)))
+"""(group, repeat) graded in each round: GPU-only cheats three times, the call-boundary escapes (planted
+on CPU, proven here on a CUDA build) once, experts and honest kernels twice. The cheats (floored within
+seconds) go first, so a run cut short still has their repeats."""
 
 
 def plan(groups: set[str] | None = None) -> dict[str, list[tuple[GradeRequest, dict]]]:
@@ -60,6 +63,11 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     cheats = by_group.get("cheat", {})
     lines.append("== cheats (each must be floored in every repeat)")
     for aid, rs in sorted(cheats.items()):
+        lines.append(f"  {aid}\t" + " ".join(f"{r.status.value}/{r.reason_code.value}" for r in rs)
+                     + ("" if all(r.reward == REWARD_FLOOR for r in rs) else "\tNOT FLOORED: " + rs[0].reason[:120]))
+    escapes = by_group.get("escape", {})
+    lines.append("== call-boundary escapes (each must be floored)")
+    for aid, rs in sorted(escapes.items()):
         lines.append(f"  {aid}\t" + " ".join(f"{r.status.value}/{r.reason_code.value}" for r in rs)
                      + ("" if all(r.reward == REWARD_FLOOR for r in rs) else "\tNOT FLOORED: " + rs[0].reason[:120]))
     honest = by_group.get("honest", {})
@@ -103,6 +111,9 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     lines.append("== verdict")
     lines.append(f"  GPU-only cheats floored in every repeat\t{n_cheat_floored}/{len(cheats)} "
                  f"({n_cheat_full} with 3 repeats)")
+    if escapes:
+        n_escape_floored = sum(all(r.reward == REWARD_FLOOR for r in rs) for rs in escapes.values())
+        lines.append(f"  call-boundary escapes floored\t{n_escape_floored}/{len(escapes)}")
     lines.append(f"  honest kernels floored\t{n_honest_floored}/{len(honest)}")
     if expert_rewards:
         lines.append(f"  experts' self-reward\tmedian {statistics.median(expert_rewards):+.4f}, "
@@ -147,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hard-stop-s", type=float, default=440.0,
                     help="past this, the table is written from the grades so far and the run ends")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--groups", default=None, help="comma-separated subset of cheat,honest,expert")
+    ap.add_argument("--groups", default=None, help="comma-separated subset of cheat,escape,honest,expert")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     args = ap.parse_args(argv)
     from grader.service import GraderService

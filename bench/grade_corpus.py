@@ -37,17 +37,25 @@ def adversarial_requests(gpu_focus: bool = False) -> list[tuple[GradeRequest, di
     base = ROOT / "tests" / "adversarial"
     cases = json.loads((base / "cases.json").read_text())
     cases = cases["cases"] if isinstance(cases, dict) else cases
-    if gpu_focus:  # the GPU-only cheats plus the honest Triton kernels: what CPU CI cannot show
-        cases = [c for c in cases if c.get("gpu_only") or (c.get("threat") is None and c["language"] == "triton")]
+    if gpu_focus:  # GPU-only cheats, call-boundary escapes, honest Triton kernels: what CPU CI cannot show
+        cases = [c for c in cases if c.get("gpu_only") or _escape(c)
+                 or (c.get("threat") is None and c["language"] == "triton")]
     out = []
     for c in cases:
         src = (base / c["file"]).read_text()
-        honest = c.get("threat") is None
+        group = "honest" if c.get("threat") is None else "escape" if _escape(c) and not c.get("gpu_only") else "cheat"
         req = GradeRequest(attempt_id=f"adv:{c['file']}", task_id=c["task_id"], source=src, language=c["language"],
                            timeout_s=60)
-        out.append((req, {"group": "honest" if honest else "cheat", "threat": c.get("threat"),
-                          "expect": c.get("expect_status")}))
+        out.append((req, {"group": group, "threat": c.get("threat"), "expect": c.get("expect_status")}))
     return out
+
+
+BOUNDARY_REASONS = {"interpreter_state", "audit_channel", "dispatcher_escape", "library_compute"}
+"""Reasons of the call boundary (GRADER.md): planted on CPU, their floors must hold on a CUDA build too."""
+
+
+def _escape(case: dict) -> bool:
+    return case.get("threat") is not None and bool(BOUNDARY_REASONS & set(case.get("expect_reasons", [])))
 
 
 def expert_requests() -> list[tuple[GradeRequest, dict]]:

@@ -80,7 +80,7 @@ def main(argv=None) -> int:
         torch.cuda.synchronize()
         time.sleep(2.0)
         idle_mhz = sm_clock_mhz()
-        queued = [clock.time_call(fn, inputs[i % 4])[1] for i in range(args.calls)]
+        queued = [clock.time_call(fn, inputs[i % 4])[2] for i in range(args.calls)]
         busy_mhz = sm_clock_mhz()
         synced, gaps = [], []
         for i in range(args.calls):

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.5.0"
+GRADER_VERSION = "0.6.0"
 """Bumped whenever anything that can move a reward changes (protocol, tolerances, timing)."""
 
 REWARD_FLOOR = -24.0
@@ -64,6 +64,10 @@ class Reason(str, enum.Enum):
     NO_OWN_KERNEL = "no_own_kernel"            # a triton candidate whose own kernel never ran
     INHERITANCE_BYPASS = "inheritance_bypass"  # static: subclasses or calls the reference model
     SANDBOX_VIOLATION = "sandbox_violation"    # tried to reach files, network or secrets it may not
+    INTERPRETER = "interpreter_state"          # changed the worker's interpreter: hooks, modes, signals, builtins
+    AUDIT_CHANNEL = "audit_channel"            # replaced or closed the channel that reports its reaches
+    DISPATCHER_ESCAPE = "dispatcher_escape"    # static: reaches past the dispatcher (torch.library, redispatch, modes)
+    LIBRARY_COMPUTE = "library_compute"        # an own-kernel candidate computed with library ops
     COMPILE = "compile"                        # import/JIT compilation failed
     EXCEPTION = "exception"                    # raised during a call
     OOM = "out_of_memory"
@@ -88,7 +92,9 @@ class GradeRequest:
     entry_point: str = "run"
     """Name of the callable in the candidate module: `run(*inputs) -> Tensor`."""
     seed: int = 0
-    """Root seed; every call's inputs derive from it, so a regrade with a new seed is fresh."""
+    """The requester's seed, kept with the request (a pass number, a replay label). It never decides an
+    input: every grade draws its own root seed from the OS and records it in `GradeResult.seed`, so no
+    candidate can infer its inputs from the request (GRADER.md, the call boundary)."""
     profile: str = "auto"
     """Size profile: `cpu`, `gpu` or `auto` (gpu when CUDA is present)."""
     timeout_s: float = 60.0

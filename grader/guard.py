@@ -24,6 +24,23 @@ _FORBIDDEN_EVENTS = {
     "os.kill": "signalled another process",
 }
 
+# Interpreter hooks that would run the candidate's Python inside the worker's own code, or hand it the
+# worker's objects: refused (the call raises) and reported. Frames are not here: the candidate's code runs
+# on a thread of its own, with no frame of the worker below it (grader/boundary.py).
+_REFUSED_EVENTS = {
+    "sys.settrace": "set a trace function",
+    "sys.setprofile": "set a profile function",
+    "sys.addaudithook": "added an audit hook",
+    "sys._current_frames": "read every thread's frames",
+    "sys.monitoring.register_callback": "registered a sys.monitoring callback",
+    "gc.get_objects": "listed every object the collector tracks",
+    "gc.get_referrers": "searched the collector for an object's referrers",
+    "gc.get_referents": "walked an object's referents through the collector",
+}
+
+AUDIT_EXIT = 87
+"""Exit status of a worker whose audit channel was replaced or closed when it had something to report."""
+
 # Entry points that reserve persisting L2 or pin memory in it (threat 14). A candidate has no use for
 # them but to keep its inputs cached across the flush; reaching for one is reported even where the
 # driver refuses the call (then the carve-out itself never shows).
@@ -47,13 +64,7 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
     own_pid = str(os.getpid())
     own_code = os.path.dirname(os.path.realpath(__file__)) + "/"
     sealed_code = own_code + "catalogue/"
-    write = os.write  # captured: patching os.write later does not silence the channel
-
-    def report(kind: str, detail: str) -> None:
-        try:
-            write(fd, f"{kind}\t{detail[:300]}\n".encode("utf-8", "replace"))
-        except OSError:
-            pass
+    report = reporter(fd)
 
     def path_violation(path: str) -> str | None:
         p = os.path.realpath(path) if path else ""
@@ -72,11 +83,15 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
         return None
 
     watched = frozenset({"open", "os.listdir", "os.scandir", "glob.glob", "os.chdir", "object.__setattr__",
-                         "ctypes.dlsym", *_FORBIDDEN_EVENTS})
+                         "ctypes.dlsym", *_FORBIDDEN_EVENTS, *_REFUSED_EVENTS})
+    refused = _REFUSED_EVENTS
 
     def hook(event: str, args: tuple) -> None:
         if event not in watched:  # the hot path: most events (attribute access, imports) pass at once
             return
+        if event in refused:
+            report("interp", f"{refused[event]} ({event})")
+            raise RuntimeError(f"{event} is refused inside the grader's worker")
         if event == "object.__setattr__":
             if len(args) > 1 and args[1] == "__code__":  # a function's code swapped in place
                 report("clock", f"replaced the code of {getattr(args[0], '__qualname__', '?')}")
@@ -107,6 +122,54 @@ def install(fd: int, sealed_paths: list[str], revealed: list[str] = ()) -> None:
     sys.addaudithook(hook)
 
 
+_REPORTERS: dict = {}
+
+
+def reporter(fd: int):
+    """The one writer of the audit channel `fd`: a line per report, sent at once.
+
+    The channel's identity is taken now; a report that finds the descriptor closed or pointing
+    elsewhere (the candidate silenced it, perhaps only for a moment) ends the worker with
+    AUDIT_EXIT instead of being lost, and the parent floors that exit."""
+    if fd in _REPORTERS:
+        return _REPORTERS[fd]
+    write, fstat, exit_ = os.write, os.fstat, os._exit  # captured: later patches reach none of them
+    st = fstat(fd)
+    ident = (st.st_dev, st.st_ino)
+
+    def report(kind: str, detail: str) -> None:
+        try:
+            now = fstat(fd)
+            if (now.st_dev, now.st_ino) != ident:
+                exit_(AUDIT_EXIT)
+            write(fd, f"{kind}\t{detail[:300]}\n".encode("utf-8", "replace"))
+        except OSError:
+            exit_(AUDIT_EXIT)
+
+    _REPORTERS[fd] = report
+    return report
+
+
+def watch_signals(fd: int) -> None:
+    """Report every request for a signal handler or a timer: a handler runs the candidate's code in
+    between the worker's own (deferred work, threat 8). Off the main thread, where candidate code
+    runs, CPython refuses the handler anyway; a handler set below Python shows in the process's
+    caught-signal mask, which the parent reads."""
+    import signal
+
+    report = reporter(fd)
+    for name in ("signal", "setitimer", "alarm", "set_wakeup_fd"):
+        orig = getattr(signal, name, None)
+        if orig is None:
+            continue
+
+        def wrapped(*args, _orig=orig, _name=name, **kwargs):
+            report("interp", f"asked for a signal handler or timer (signal.{_name})")
+            return _orig(*args, **kwargs)
+
+        setattr(signal, name, wrapped)
+
+
 def watch_threads(fd: int) -> None:
     """Report every Python-level thread start at once (deferred work hides in threads, threat 8).
 
@@ -115,7 +178,7 @@ def watch_threads(fd: int) -> None:
     import _thread
     import threading
 
-    write = os.write
+    report = reporter(fd)
     for owner, name in ((_thread, "start_new_thread"), (_thread, "start_joinable_thread"),
                         (threading, "_start_new_thread"), (threading, "_start_joinable_thread")):
         orig = getattr(owner, name, None)
@@ -123,10 +186,7 @@ def watch_threads(fd: int) -> None:
             continue
 
         def start(*args, _orig=orig, **kwargs):
-            try:
-                write(fd, b"threads\tstarted a thread\n")
-            except OSError:
-                pass
+            report("threads", "started a thread")
             return _orig(*args, **kwargs)
 
         setattr(owner, name, start)
@@ -137,8 +197,7 @@ class AuditedEnviron(dict):
 
     def __init__(self, data: dict, fd: int):
         super().__init__(data)
-        self._fd = fd
-        self._write = os.write
+        self._report = reporter(fd)
         self._seen: set = set()  # each key is judged once: Triton reads its knobs on every launch
 
     def _note(self, key) -> None:
@@ -146,10 +205,7 @@ class AuditedEnviron(dict):
             return
         self._seen.add(key)
         if isinstance(key, str) and _SECRET_ENV.search(key) and not key.startswith(("TRITON_", "TORCH_", "CUDA_")):
-            try:
-                self._write(self._fd, f"sandbox\tread environment secret {key}\n".encode())
-            except OSError:
-                pass
+            self._report("sandbox", f"read environment secret {key}")
 
     def __getitem__(self, key):
         self._note(key)

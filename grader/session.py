@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import random
 import secrets
 import socket
@@ -15,14 +16,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grader import compile_cache, sandbox, wire
+from grader import compile_cache, guard, sandbox, wire
 from grader.compare import Verdict, check_output_meta, compare
 from grader.contract import (GRADER_VERSION, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup,
                              geomean, reward)
 from grader.inputs import derive_seed, make_inputs, resolve_specs, upcast
 from grader.launcher import Slot, WorkerConn
 from grader.statics import static_findings
-from grader.taskcard import TaskCard, bytes_floor, resolve_shape, size_key
+from grader.taskcard import STRUCTURAL_OPS, TaskCard, bytes_floor, resolve_shape, size_key
 from grader.timing import median, median_ci, quantile
 
 
@@ -110,6 +111,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
     sandbox_layers: dict = {}
     g: _Grade | None = None
     status, code, reason = Status.CORRECT, Reason.OK, ""
+    root_seed = secrets.randbits(63)  # fresh per grade, never from the request: inputs cannot be precomputed
 
     def remaining() -> float:
         left = deadline + (g.waited_s if g is not None else 0.0) - time.monotonic()
@@ -132,7 +134,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         except (OSError, wire.WireError) as e:
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
-                   gpu_lock=gpu_lock, device_name=device_name)
+                   gpu_lock=gpu_lock, device_name=device_name, seed=root_seed)
         sandbox_layers = conn.hello.get("sandbox", {})
         phases["startup"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -173,7 +175,10 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         if g is not None:
             late = g.conn.drain_audit()
             how = slot.finish(g.conn)
-            if status is Status.CRASHED:
+            if status is Status.CRASHED and how == f"exited with code {guard.AUDIT_EXIT}":
+                status, code = Status.CHEAT_FLAGGED, Reason.AUDIT_CHANNEL
+                reason = "replaced or closed the worker's audit channel while it had a reach to report"
+            elif status is Status.CRASHED:
                 reason = f"worker died mid-grade ({how})"
             if late and status is not Status.CHEAT_FLAGGED:
                 f = _audit_floor(late[0])
@@ -186,7 +191,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                  f"geomean speedup {geomean(speedups):.3f}x vs the expert"
     return GradeResult(
         attempt_id=req.attempt_id, task_id=card.task_id, task_revision=card.revision, grader_version=GRADER_VERSION,
-        status=status, reason_code=code, reason=reason, reward=reward(status, speedups), seed=req.seed,
+        status=status, reason_code=code, reason=reason, reward=reward(status, speedups), seed=root_seed,
         profile=profile, device=device_name, fingerprint_id=fingerprint_id, fingerprint=fingerprint,
         sizes=sizes_out, speedup_geomean=geomean(speedups) if status is Status.CORRECT else None,
         measured_speedup_geomean=geomean(measured), tolerances=_tolerances(card), phase_seconds=phases,
@@ -208,6 +213,8 @@ class _Grade:
     phases: dict
     gpu_lock: object
     device_name: str
+    seed: int
+    """The grade's root seed (drawn fresh by grade_attempt); every call's seed derives from it."""
     rng: random.Random = field(default_factory=lambda: random.Random(secrets.randbits(64)))
     """Chooses the timed outputs to verify; seeded from the OS, so the worker cannot predict it."""
     kernels: list = field(default_factory=list)
@@ -268,7 +275,7 @@ def _check_size(g: _Grade, sz: _Size) -> float:
     worst = 0.0
     t = time.perf_counter()
     for i in range(g.effort.check_calls):
-        seed = derive_seed(g.req.seed, sz.key, "check", i)
+        seed = derive_seed(g.seed, sz.key, "check", i)
         t_call = time.perf_counter()
         # The first call of every size is profiled: a library fallback taken only at some sizes shows.
         # The attempt's very first call JIT-compiles for seconds of CPU: it runs without the device
@@ -300,17 +307,17 @@ def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float]:
     expert = _expert_worker(g)
     t = time.perf_counter()
     with _hold(g, "shared"):  # the expert's first call at a size may compile; profiled, as the candidate's
-        _expert_call(g, expert, sz, derive_seed(g.req.seed, sz.key, "expert-warmup"), profile=True)
+        _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"), profile=True)
     g.phases["expert"] += time.perf_counter() - t
     cand_ms, exp_ms, logs, timed, gaps = [], [], [], [], ([], [])
     with _hold(g, "exclusive"):
         for w in range(eff.warmup_pairs):
-            seed = derive_seed(g.req.seed, sz.key, "warmup", w)
+            seed = derive_seed(g.seed, sz.key, "warmup", w)
             _expert_call(g, expert, sz, seed)
             timed.append((_cand_call(g, sz, seed, keep_inputs=False)["idx"], seed))
         t_size = time.monotonic()
         for r in range(max_reps):
-            seed = derive_seed(g.req.seed, sz.key, "time", r)
+            seed = derive_seed(g.seed, sz.key, "time", r)
             if r % 2:
                 c = _cand_call(g, sz, seed, keep_inputs=False)
                 e = _expert_call(g, expert, sz, seed)
@@ -430,14 +437,26 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, profile: bool
         raise Floor(Status.CHEAT_FLAGGED, Reason.L2_PERSISTING,
                     f"reserved {reply['l2_persisting_bytes']} bytes of persisting L2 or an access-policy window, "
                     "which survive the cache flush between timed calls")
-    if g.req.language == "triton" and not any(k.startswith("candidate:") for k in reply.get("launches", {})):
-        raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
-                    "a Triton candidate ran without launching any of its own @triton.jit kernels")
+    if g.req.language == "triton":
+        if not any(k.startswith("candidate:") for k in reply.get("launches", {})):
+            raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
+                        "a Triton candidate ran without launching any of its own @triton.jit kernels")
+        if not reply.get("own_output"):
+            raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
+                        "no @triton.jit kernel of the candidate was given the output it returned: its own kernels "
+                        "must write the answer")
     if reply.get("ops"):
         hit = sorted(set(reply["ops"]) & set(card.forbidden_ops))
         if hit:
             raise Floor(Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP,
                         f"called {', '.join(hit)}, the library op that does the whole task")
+        if g.req.language in ("triton", "cuda"):
+            allowed = STRUCTURAL_OPS | set(card.own_kernel_ops)
+            extra = sorted(op for op in set(reply["ops"]) if op.startswith("aten::") and op not in allowed)
+            if extra:
+                raise Floor(Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE,
+                            f"a {g.req.language} candidate computed with library ops {', '.join(extra[:6])}: only "
+                            "memory, layout and dtype ops are allowed beside its own kernels")
     g.kernels.extend(reply.get("kernels", []) or [k.split(":", 1)[1] for k in reply.get("launches", {})])
     return reply
 
@@ -446,10 +465,17 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Ver
     task, slot = g.task, g.slot
     t_fetch = time.perf_counter()
     reply, _, _ = _request(g.conn, {"op": "fetch", "idx": idx, "with_inputs": with_inputs}, g.remaining)
-    if not reply.get("ok") or not reply.get("_fd"):
-        raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"worker refused to hand over output {idx}")
+    fd = wire.recv_fd(g.conn.sock) if reply.get("_fd") else None
     try:
-        tensors = wire.tensors_from_memfd(reply["tensors"], wire.recv_fd(g.conn.sock), slot.device)
+        _check_guards(g.conn, reply, slot)
+        if not reply.get("ok") or fd is None:
+            raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"worker refused to hand over output {idx}")
+    except Floor:
+        if fd is not None:
+            os.close(fd)
+        raise
+    try:
+        tensors = wire.tensors_from_memfd(reply["tensors"], fd, slot.device)
     except (wire.WireError, OSError, ValueError, TypeError, AttributeError) as e:
         raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
     g.phases["transfer"] += time.perf_counter() - t_fetch
@@ -496,10 +522,22 @@ def _ext_record(cache: compile_cache.CompileCache, source: str, env, use: bool, 
 
 
 def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
-    """Checks made from outside the candidate's interpreter after every reply."""
+    """Checks made after every reply: from outside the candidate's interpreter (its audit channel, its
+    caught signals, its threads and processes), and what the worker's own checks found."""
     audit = conn.drain_audit()
     if audit:
         raise _audit_floor(audit[0])
+    if conn.audit_target is not None and sandbox.fd_target(conn.pid, conn.hello["audit_fd"]) != conn.audit_target:
+        raise Floor(Status.CHEAT_FLAGGED, Reason.AUDIT_CHANNEL,
+                    "replaced or closed the worker's audit channel, which reports its reaches")
+    if reply.get("interpreter"):
+        raise Floor(Status.CHEAT_FLAGGED, Reason.INTERPRETER,
+                    f"changed the worker's interpreter: {', '.join(map(str, reply['interpreter'][:6]))}")
+    signals = sandbox.caught_signals(conn.pid)
+    if conn.baseline_signals is not None and signals is not None and signals & ~conn.baseline_signals:
+        new = [n for n in range(1, 65) if (signals & ~conn.baseline_signals) >> (n - 1) & 1]
+        raise Floor(Status.CHEAT_FLAGGED, Reason.INTERPRETER,
+                    f"installed a handler for signal(s) {new}: it would run code between the grader's own")
     if reply.get("tampered"):
         raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED,
                     f"replaced grader clocks or hooks: {', '.join(reply['tampered'])}")
@@ -520,6 +558,9 @@ def _audit_floor(line: str) -> Floor:
         return Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"the candidate {what}")
     if kind == "l2":
         return Floor(Status.CHEAT_FLAGGED, Reason.L2_PERSISTING, f"the candidate {what} (threat 14)")
+    if kind == "interp":
+        return Floor(Status.CHEAT_FLAGGED, Reason.INTERPRETER,
+                     f"the candidate {what}: it would run code inside the grader's own (the call boundary)")
     return Floor(Status.CHEAT_FLAGGED, Reason.SANDBOX_VIOLATION, f"sandbox: {what}")
 
 

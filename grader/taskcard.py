@@ -71,6 +71,8 @@ class TaskCard:
     bytes one call must move through memory; with the device's bandwidth it sets the time floor."""
     forbidden_ops: tuple[str, ...] = ()
     """Profiler op names (`aten::_softmax`) a candidate may not call: the reference's own op."""
+    own_kernel_ops: tuple[str, ...] = ()
+    """Library ops an own-kernel (Triton or CUDA) candidate of this task may call besides STRUCTURAL_OPS."""
     tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Per-dtype (atol, rtol) overrides of DEFAULT_TOLERANCES."""
     hidden_sizes_note: str = ""
@@ -84,8 +86,9 @@ class TaskCard:
     def revision(self) -> str:
         """Content hash of everything that can change a grade."""
         d = dataclasses.asdict(self)
-        if not d["error_scale"]:  # added later: cards without one keep the revisions they had
-            del d["error_scale"]
+        for late in ("error_scale", "own_kernel_ops"):  # added later: cards without one keep their revisions
+            if not d[late]:
+                del d[late]
         blob = json.dumps(d, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -105,6 +108,19 @@ class TaskCard:
             d.pop(sealed)
         d["revision"] = self.revision
         return d
+
+
+STRUCTURAL_OPS = frozenset(f"aten::{op}" for op in (
+    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "set_",
+    "resize_", "copy_", "clone", "contiguous", "to", "_to_copy", "lift_fresh", "detach", "alias", "view", "view_as",
+    "reshape", "_reshape_alias", "_unsafe_view", "as_strided", "expand", "expand_as", "t", "transpose", "permute",
+    "squeeze", "unsqueeze", "flatten", "unflatten", "select", "slice", "narrow", "unbind", "split",
+    "split_with_sizes", "chunk", "resolve_conj", "resolve_neg", "_local_scalar_dense", "item", "arange",
+    "result_type"))
+"""What an own-kernel candidate may ask the library for: memory, layout and dtype, never arithmetic. Any
+other aten op in its call computed part of the answer with the library (threat 17): an allow-list,
+so an alias, an in-place or private variant or a more general op is refused like the op itself."""
 
 
 def size_key(size: dict[str, int]) -> str:

@@ -3,7 +3,7 @@
 `DeviceClock` captures every timer it uses when it is built, so code loaded later cannot swap
 them. One timed call on CUDA:
 
-    flush L2 (queued) | start event | the call | end event | host: device-wide sync | done event
+    flush L2 (queued) | start event | the call | end event | output copy | host: device-wide sync | done event
 
 The flush is queued, not waited for, and it writes FLUSH_BYTES (about a third of a millisecond on an
 H200): the host's work of launching the call (Python, Triton's launcher, the worker's hooks, a busy
@@ -34,13 +34,17 @@ class DeviceClock:
 
         self.cuda = device.startswith("cuda")
         self._perf_ns = time.perf_counter_ns
-        self._sync = torch.cuda.synchronize if self.cuda else (lambda: None)
+        # Bound now, at the C level or to functions that look nothing up: a candidate that later replaces
+        # torch.cuda.synchronize, Tensor.zero_ or Event.record reaches none of them (GRADER.md, the call
+        # boundary). The events are made once; a call re-records them.
+        self._sync = getattr(torch._C, "_cuda_synchronize", torch.cuda.synchronize) if self.cuda else (lambda: None)
         if self.cuda:
-            self._event = torch.cuda.Event
-            self._record = torch.cuda.Event.record
-            self._elapsed = torch.cuda.Event.elapsed_time
-            self._query = torch.cuda.Event.query
+            event = torch.cuda.Event
+            self._record, self._elapsed, self._query = event.record, event.elapsed_time, event.query
+            self._stream = torch.cuda.current_stream()
+            self._events = tuple(event(enable_timing=True) for _ in range(3))
             self._flush_buf = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=device)
+            self._zero = torch._C.TensorBase.zero_
         self._l2 = PersistingL2() if self.cuda else None
 
     def now_ns(self) -> int:
@@ -54,31 +58,36 @@ class DeviceClock:
         since the last look (0 = none); undone."""
         return self._l2.take(stream) if self._l2 is not None else 0
 
-    def time_call(self, fn, args, flush: bool = True) -> tuple[object, float, float, float]:
-        """Run fn(*args) once after an L2 flush; returns (output, device ms start..end, host ms, gap ms
-        end..done across a device-wide synchronise)."""
+    def time_call(self, fn, args, flush: bool = True, snapshot=None) -> tuple[object, object, float, float, float]:
+        """Run fn(*args) once after an L2 flush; returns (its result, snapshot(result), device ms start..end,
+        host ms, gap ms end..done across a device-wide synchronise).
+
+        `snapshot` is queued right after the end event, before the wait for it: its copy of the output
+        is ordered behind every kernel of the call on the caller's stream, and work launched to fill the
+        output later lands in the gap (charged) or after the copy (never read)."""
         if not self.cuda:
             t0 = self._perf_ns()
             out = fn(*args)
             host = (self._perf_ns() - t0) / 1e6
-            return out, host, host, 0.0
+            return out, snapshot(out) if snapshot else None, host, host, 0.0
         if flush and self._l2 is not None:
             self._l2.restore()  # no persisting carve-out survives into the next call (threat 14)
-        start, end, done = (self._event(enable_timing=True), self._event(enable_timing=True),
-                            self._event(enable_timing=True))
+        start, end, done = self._events
+        record, stream = self._record, self._stream
         t0 = self._perf_ns()
         if flush:
-            self._flush_buf.zero_()  # queued: launching the call below overlaps it
-        self._record(start)
+            self._zero(self._flush_buf)  # queued: launching the call below overlaps it
+        record(start, stream)
         out = fn(*args)
-        self._record(end)
+        record(end, stream)
+        snap = snapshot(out) if snapshot else None
         while not self._query(end):  # spin: a blocking wait sleeps longer the longer the kernel runs
             pass
         self._sync()  # every stream of the device
-        self._record(done)
+        record(done, stream)
         self._sync()
         host = (self._perf_ns() - t0) / 1e6
-        return out, self._elapsed(start, end), host, self._elapsed(end, done)
+        return out, snap, self._elapsed(start, end), host, self._elapsed(end, done)
 
 
 class PersistingL2:

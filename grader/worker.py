@@ -28,6 +28,7 @@ from grader.compile_cache import ExtensionHook
 
 _perf_ns = time.perf_counter_ns  # captured before any candidate code exists
 LAUNCHES: dict[str, int] = {}
+LAUNCH_STORAGES: set[int] = set()  # storage addresses of tensors passed to @triton.jit kernels in this call
 FOREIGN_STREAM_LAUNCHES: dict[str, int] = {}  # launches on a stream other than the caller's (threat 7)
 _STREAM = {"caller": None, "raw": None}  # the caller's raw CUDA stream during a call; the reader of it
 LOAD_CHANGES = frozenset({"Worker.fn", "os.environ"})
@@ -80,11 +81,14 @@ def _install_launch_hooks() -> list:
         for cls in classes:
             orig = cls.run
 
-            def run(self, *args, _orig=orig, _streams=_STREAM, grid, warmup, **kwargs):
+            def run(self, *args, _orig=orig, _streams=_STREAM, _storages=LAUNCH_STORAGES, grid, warmup, **kwargs):
                 if not warmup and _grid_size(grid, kwargs) != 0:  # an empty grid runs nothing (threat 18)
                     fn = getattr(self, "fn", None)
                     key = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__name__', '?')}"
                     LAUNCHES[key] = LAUNCHES.get(key, 0) + 1
+                    for a in (*args, *kwargs.values()):
+                        if hasattr(a, "untyped_storage"):  # which buffers the kernel was given (threat 17)
+                            _storages.add(a.untyped_storage().data_ptr())
                     caller, raw = _streams["caller"], _streams["raw"]
                     if caller is not None and raw() != caller:  # the stream Triton is about to launch on
                         FOREIGN_STREAM_LAUNCHES[key] = FOREIGN_STREAM_LAUNCHES.get(key, 0) + 1
@@ -171,13 +175,33 @@ def make_integrity_check(owners: list, strict: list = (), _vars=vars, _id=id, _c
     return check
 
 
+def _fmt_error(e: BaseException) -> tuple[str, str]:
+    """(kind, text) of a candidate's exception; runs on the candidate's thread (its __str__ is theirs)."""
+    return _error_kind(e), format_error(e)
+
+
+def _import_candidate(path: str, module_name: str, entry_point: str):
+    """Import the candidate module and return its entry point (runs on a candidate thread)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = mod
+    spec.loader.exec_module(mod)
+    fn = getattr(mod, entry_point)
+    if not callable(fn):
+        raise TypeError(f"entry point {entry_point!r} is not callable")
+    return fn
+
+
 class Worker:
     def __init__(self, sock: socket.socket, device: str, audit_fd: int | None = None, sealed: list[str] = (),
                  reveal: list[str] = ()):
+        import gc
+        import signal
+
         import torch
         import torch.profiler
 
-        from grader import guard, inputs, timing
+        from grader import boundary, guard, inputs, timing
 
         self.sock = sock
         self.audit_fd = audit_fd
@@ -191,6 +215,9 @@ class Worker:
             torch.cuda.init()
             torch.cuda.set_device(0)
         self._Tensor = torch.Tensor
+        self._clone = torch._C.TensorBase.clone  # the C method: a replaced Tensor.clone is never called
+        self._storage_ptr = (lambda t, _s=torch._C.TensorBase.untyped_storage, _p=torch._C.StorageBase.data_ptr:
+                             _p(_s(t)))
         self.clock = timing.DeviceClock(device)
         self._off_stream = timing.off_stream_kernels
         if self.cuda:  # the call Triton itself makes to find the stream it launches on
@@ -204,8 +231,15 @@ class Worker:
         self.fn = None
         self.module_name = "candidate"
         self._warm_profiler()  # its helper threads exist before the parent takes the thread baseline
-        owners = [sys.modules[__name__], wire, inputs, timing, guard, time, os, torch, torch.Tensor, torch.profiler,
-                  torch.profiler.profile, Worker, timing.DeviceClock, *hooked]
+        # The call boundary (grader/boundary.py): candidate code on threads of its own, the collector off
+        # (a finaliser would otherwise run wherever a collection starts), signals held on this thread.
+        gc.disable()
+        self._collect = gc.collect
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
+        self.runner = boundary.CandidateRunner(_fmt_error, boundary.torch_stacks())
+        self._state = boundary.make_state_check([torch.Tensor, torch._C.TensorBase])
+        owners = [sys.modules[__name__], wire, inputs, timing, guard, boundary, time, os, json, torch, torch.Tensor,
+                  torch.profiler, torch.profiler.profile, Worker, timing.DeviceClock, *hooked]
         if self.cuda:
             owners += [torch.cuda, torch.cuda.Event]
         self._owners = owners
@@ -217,6 +251,7 @@ class Worker:
                                                           format_error, _error_kind)
         ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
+        state = self._state
         while True:
             try:
                 msg, blob = recv(sock)
@@ -234,10 +269,11 @@ class Worker:
                     reply = {"ok": False, "error_kind": "protocol", "error": f"unknown op {op!r}"}
                 else:
                     reply, fd = handler(msg)
-            except BaseException as e:  # the candidate's failure is reported, never fatal to the protocol
+            except BaseException as e:  # the worker's own failure is reported, never fatal to the protocol
                 reply = {"ok": False, "error_kind": kind_of(e), "error": fmt(e)}
             # Loading legitimately sets the entry point and the audited environment; nothing else may change.
             reply["tampered"] = check(rebase=op == "load", expected=LOAD_CHANGES if op == "load" else frozenset())
+            reply["interpreter"] = reply.get("interpreter") or state()
             out_blob = reply.pop("_blob", b"")
             try:
                 if fd is not None:  # an fd frame carries no payload (fetch never builds anything)
@@ -262,22 +298,21 @@ class Worker:
 
             guard.install(self.audit_fd, self.sealed, self.reveal)
             guard.watch_threads(self.audit_fd)
+            guard.watch_signals(self.audit_fd)
             os.environ = guard.AuditedEnviron(os.environ, self.audit_fd)
-        try:
-            spec = importlib.util.spec_from_file_location(self.module_name, path)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[self.module_name] = mod
-            spec.loader.exec_module(mod)
-            fn = getattr(mod, msg.get("entry_point", "run"))
-            if not callable(fn):
-                raise TypeError(f"entry point {msg.get('entry_point')!r} is not callable")
-        except BaseException as e:
-            return {"ok": False, "error_kind": "compile", "error": format_error(e)}, None
-        finally:
-            # torch's own loaders are back before the reply. cpp_extension is not on the grading path,
-            # so neither this swap nor a candidate's own patch of it is in the integrity snapshot.
-            hook.uninstall()
-        self.fn = fn
+        box = self.runner.run(_import_candidate, (path, self.module_name, msg.get("entry_point", "run")))
+        # torch's own loaders are back before anything else. cpp_extension is not on the grading path,
+        # so neither this swap nor a candidate's own patch of it is in the integrity snapshot.
+        hook.uninstall()
+        changed = self._state()
+        if changed or box[2]:  # nothing the candidate may have replaced runs on this thread
+            self.runner.bury(box)
+            return {"ok": True, "interpreter": changed + ([box[2]] if box[2] else [])}, None
+        if box[1] is not None:
+            self.runner.bury(box)
+            return {"ok": False, "error_kind": "compile", "error": _text(box[1][1])}, None
+        self.fn = box[0]
+        self.runner.bury(box)
         reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(hook.served)}
         try:  # candidate code ran in this interpreter: a report it broke is only a missed cache entry
             built, blob = hook.report()
@@ -287,53 +322,81 @@ class Worker:
             pass
         return reply, None
 
-    def _call(self, msg: dict):
+    def _snapshot(self, box: list, _type=type):
+        """The output's bytes, copied by torch's C clone before any Python of the candidate's can run
+        again (the call's thread has ended); later reads never touch the candidate's tensor."""
+        out = box[0]
+        return self._clone(out) if _type(out) is self._Tensor else None
+
+    def _call(self, msg: dict, _type=type, _name=type.__dict__["__name__"].__get__, _str=str):
         t_begin = _perf_ns()
+        self.runner.drop()  # the last call's output and inputs, freed before the poison claims their memory
         inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
         self._poison(msg["out_nbytes"])
         self.clock.sync()  # inputs ready; the timed call flushes L2 itself
         ops, kernels, side = [], [], []
         launches_before = dict(LAUNCHES)
         FOREIGN_STREAM_LAUNCHES.clear()
+        LAUNCH_STORAGES.clear()
         caller_stream = _STREAM["caller"] = _STREAM["raw"]() if self.cuda else None
         try:
             if msg.get("profile"):
-                out, ms, host_ms, gap_ms, ops, kernels, side = self._profiled(inputs)
+                box, snap, ms, host_ms, gap_ms, ops, kernels, side = self._profiled(inputs)
             else:
-                out, ms, host_ms, gap_ms = self.clock.time_call(self.fn, inputs)
+                box, snap, ms, host_ms, gap_ms = self.clock.time_call(self.runner.run, (self.fn, inputs),
+                                                                      snapshot=self._snapshot)
         finally:
             _STREAM["caller"] = None
+        self.runner.bury(box, inputs)
+        changed = self._state() + ([box[2]] if box[2] else [])
+        if changed:  # nothing the candidate returned is looked at: its type's methods may be replaced
+            return {"ok": True, "interpreter": changed, "idx": -1, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms,
+                    "meta": {"type": "?"}, "span_ms": (_perf_ns() - t_begin) / 1e6}, None
+        if box[1] is not None:
+            kind, text = box[1]
+            return {"ok": False, "error_kind": kind if _type(kind) is _str else "exception", "error": _text(text)}, None
         launched = {k: v - launches_before.get(k, 0) for k, v in LAUNCHES.items() if v != launches_before.get(k, 0)}
         # Read after the call: a carve-out the call made is found, and undone, before the next one.
         l2_persisting = self.clock.take_persisting_l2(caller_stream)
-        exact = type(out) is self._Tensor
-        meta = {"type": "Tensor" if exact else type(out).__name__}
-        if isinstance(out, self._Tensor):
-            meta.update(shape=list(out.shape), dtype=str(out.dtype).removeprefix("torch."), device=str(out.device))
+        meta = {"type": "Tensor" if snap is not None else _name(_type(box[0]))}
+        own_output = False
+        if snap is not None:
+            meta.update(shape=list(snap.shape), dtype=str(snap.dtype).removeprefix("torch."), device=str(snap.device))
+            own_output = self._storage_ptr(box[0]) in LAUNCH_STORAGES
         idx = len(self.kept)
-        self.kept.append(out if exact and msg.get("keep", True) else None)
+        self.kept.append(snap if msg.get("keep", True) else None)
         if msg.get("keep_inputs"):
-            self.kept_inputs[idx] = inputs
+            self.kept_inputs[idx] = [self._clone(t) for t in inputs]
         return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms, "meta": meta, "launches": launched,
-                "ops": ops, "kernels": kernels, "foreign_stream": sorted(set(side) | set(FOREIGN_STREAM_LAUNCHES)),
+                "own_output": own_output, "ops": ops, "kernels": kernels,
+                "foreign_stream": sorted(set(side) | set(FOREIGN_STREAM_LAUNCHES)),
                 "l2_persisting_bytes": l2_persisting, "span_ms": (_perf_ns() - t_begin) / 1e6}, None
 
     def _profiled(self, inputs):
+        """A timed call under the profiler, which records every thread (the candidate's is not this one);
+        the ops are the candidate thread's, told apart by a labelled range recorded on this thread."""
+        from torch.autograd.profiler import record_function
         from torch.profiler import ProfilerActivity, profile
 
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-        with profile(activities=acts) as prof:
-            if self.cuda:  # a marker kernel on the caller's stream names that stream in the trace
-                self._marker.zero_()
-                self.clock.sync()
-            out, ms, host_ms, gap_ms = self.clock.time_call(self.fn, inputs)
+        with profile(activities=acts, **self._all_threads) as prof:
+            with record_function("kerneltraj-worker"):
+                if self.cuda:  # a marker kernel on the caller's stream names that stream in the trace
+                    self.clock._zero(self._marker)
+                    self.clock.sync()
+            box, snap, ms, host_ms, gap_ms = self.clock.time_call(self.runner.run, (self.fn, inputs),
+                                                                  snapshot=self._snapshot)
         ops, kernels, device_events = set(), set(), []
-        for ev in prof.events():
+        events = prof.events()
+        own = {ev.thread for ev in events if ev.name == "kerneltraj-worker"}
+        for ev in events:
             dev = str(getattr(ev, "device_type", "")).rsplit(".", 1)[-1]
-            (kernels if dev == "CUDA" else ops).add(ev.name)
             if dev == "CUDA":
+                kernels.add(ev.name)
                 device_events.append((ev.time_range.start, ev.name, getattr(ev, "device_resource_id", None)))
-        return (out, ms, host_ms, gap_ms, sorted(ops)[:400], sorted(kernels)[:400],
+            elif ev.thread not in own:
+                ops.add(ev.name)
+        return (box, snap, ms, host_ms, gap_ms, sorted(ops)[:400], sorted(kernels)[:400],
                 self._off_stream(device_events)[:50])
 
     def _fetch(self, msg: dict):
@@ -348,7 +411,9 @@ class Worker:
     def _release(self, msg: dict):
         self.kept.clear()
         self.kept_inputs.clear()
-        return {"ok": True}, None
+        box = self.runner.run(self._collect, ())  # cycles the candidate made are finalised on its own thread
+        self.runner.bury(box)
+        return {"ok": True, "interpreter": [box[2]] if box[2] else []}, None
 
     # ---- helpers ----
     def _poison(self, nbytes: int) -> None:
@@ -360,7 +425,19 @@ class Worker:
     def _warm_profiler(self) -> None:
         from torch.profiler import ProfilerActivity, profile
 
+        self._all_threads = {}
+        try:  # record the candidate's thread too (torch >= 2.6); without it the op list would be empty
+            from torch._C._profiler import _ExperimentalConfig
+
+            self._all_threads = {"experimental_config": _ExperimentalConfig(profile_all_threads=True)}
+        except (ImportError, TypeError):
+            pass
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-        with profile(activities=acts):
+        with profile(activities=acts, **self._all_threads):
             self.torch.zeros(8, device=self.device).add_(1)
         self.clock.sync()
+
+
+def _text(value) -> str:
+    """A candidate-made error text as a plain str (a str subclass could run code when used)."""
+    return str.__str__(value)[:4000] if isinstance(value, str) else "error text was not a string"

@@ -100,7 +100,7 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
 
     t_sandbox = time.perf_counter()
     worker = Worker(sock, cfg["device"], audit_fd=audit_fd, sealed=cfg["hide"], reveal=cfg.get("reveal", []))
-    hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers,
+    hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers, "audit_fd": audit_fd,
              "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3}
     return worker, hello
 
@@ -223,7 +223,7 @@ def check_fork_safe() -> None:
 # from site-packages, which the sandbox keeps visible.
 PREIMPORTS = (
     "triton", "triton.language", "torch.profiler",
-    "grader.compile_cache", "grader.guard", "grader.inputs", "grader.sandbox", "grader.timing",
+    "grader.boundary", "grader.compile_cache", "grader.guard", "grader.inputs", "grader.sandbox", "grader.timing",
     "grader.worker",
     # The first profiler session imports these (seconds); import them once here, before any fork.
     # Running the profiler itself here would start native threads that a fork cannot carry.

@@ -1,0 +1,155 @@
+"""The call boundary inside a worker: where the candidate's Python may run, and what it may leave behind.
+
+The worker's main thread holds the clock, draws the inputs, copies the output and speaks the
+protocol. The candidate's code (its import, and each call) runs on a thread of its own, started
+for that one piece of work and joined before the main thread goes on. So:
+- no frame of the worker lies below a candidate frame: `sys._getframe().f_back` chains end in the
+  trampoline here, whose locals are the candidate's own function, inputs and result box;
+- Python signal handlers cannot be set at all (CPython allows them on the main thread only), and
+  the main thread blocks signals while it works;
+- torch function and dispatch modes are thread-local: a mode the candidate enters never sees the
+  worker's own torch calls, and one left on its thread's stack is reported;
+- objects the candidate made are dropped on a candidate thread (the next one), so a finaliser of
+  theirs never runs on the main thread; the garbage collector stays off, and is run on a
+  candidate thread at release.
+What the candidate can still change is process-wide state (builtins, attributes of torch types,
+import hooks, the collector): `make_state_check` lists those changes after every piece of
+candidate work, before the main thread touches anything the candidate returned.
+"""
+from __future__ import annotations
+
+import _thread
+import builtins
+import gc
+import operator
+import os
+import sys
+import time
+
+_START = _thread.start_new_thread  # bound before the audit hook's thread watcher wraps the module's name
+_LOCK = _thread.allocate_lock
+_SENTINEL = getattr(_thread, "_set_sentinel", None)  # 3.11/3.12: released when the thread's state is gone
+_NATIVE_ID = _thread.get_native_id
+_STAT = os.stat
+_SLEEP = time.sleep
+
+
+def _trampoline(fn, args, box, done, sentinel, graveyard, stacks, fmt):
+    """The bottom frame of every candidate thread. Its locals are all the candidate can find below its
+    own frames, and none of them belongs to the worker."""
+    box[4] = _NATIVE_ID()
+    if sentinel is not None:
+        box[3] = sentinel()
+    graveyard.clear()  # what the previous piece of candidate work left: its finalisers run here
+    try:
+        box[0] = fn(*args)
+    except BaseException as e:  # noqa: BLE001 - formatted here: its __str__ is the candidate's code
+        box[1] = fmt(e)
+    if stacks is not None:
+        left = [name for name, depth in zip(("torch function mode", "torch dispatch mode"), stacks()) if depth]
+        if left:
+            box[2] = f"left a {' and a '.join(left)} active after its code returned"
+    done.release()
+
+
+class CandidateRunner:
+    """Runs candidate work on a fresh thread and waits until that thread has ended."""
+
+    def __init__(self, fmt, stacks=None):
+        self._fmt = fmt
+        self._stacks = stacks
+        self.graveyard: list = []
+        """Everything the candidate's last piece of work touched; cleared on its next thread."""
+
+    def run(self, fn, args) -> list:
+        """fn(*args) on a candidate thread; returns [result, error text or None, state note or None,
+        _, _]. The caller moves the box into `graveyard` once it has copied what it needs."""
+        box = [None, None, None, None, None]
+        done = _LOCK()
+        done.acquire()
+        _START(_trampoline, (fn, args, box, done, _SENTINEL, self.graveyard, self._stacks, self._fmt))
+        done.acquire()
+        if box[3] is not None:
+            box[3].acquire()  # the thread's state is gone (its thread-local objects with it)
+        _gone(box[4])  # ...and the thread itself, so the parent's thread count sees no leftover
+        return box
+
+    def bury(self, *objects) -> None:
+        """Hand objects the candidate touched to the next candidate thread to drop."""
+        self.graveyard.extend(objects)
+
+    def drop(self) -> None:
+        """Drop the buried objects now, on a candidate thread of their own (their memory goes back to the
+        allocator before the worker poisons it for the next call)."""
+        if self.graveyard:
+            self.run(_nothing, ())
+
+
+def _nothing() -> None:
+    return None
+
+
+def _gone(tid: int | None, wait_s: float = 2.0) -> None:
+    """Wait until the OS thread `tid` of this process has exited (its /proc entry is gone). A thread
+    still there after `wait_s` is left for the parent's thread count to see."""
+    if tid is None:
+        return
+    path = f"/proc/self/task/{tid}"
+    for i in range(int(wait_s / 1e-4)):
+        try:
+            _STAT(path)
+        except OSError:
+            return
+        _SLEEP(0 if i < 100 else 1e-4)
+
+
+def torch_stacks():
+    """A thread's torch function and dispatch mode stack depths, read through torch's C entry points."""
+    import torch
+
+    f, d = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
+    return lambda: (f(), d())
+
+
+def make_state_check(torch_types: list, _id=id, _vars=vars, _len=len, _tuple=tuple, _map=map, _sorted=sorted,
+                     _isenabled=gc.isenabled, _gettrace=sys.gettrace, _getprofile=sys.getprofile, _sys=sys,
+                     _gc=gc, _builtins=builtins, _itemgetter=operator.itemgetter):
+    """A closure listing process-wide interpreter state the candidate changed since it was made.
+
+    Watched: every name in builtins and in the given torch types' own dictionaries (new names too),
+    the import hooks, the collector's state and callbacks, the interpreter's hooks, and the main
+    thread's trace and profile functions. Everything it calls is bound here, before candidate code
+    exists, and reads C-level state, so no code of the candidate's runs while it looks."""
+    owners = [_builtins.__dict__] + [_vars(t) for t in torch_types]
+    labels = ["builtins"] + [getattr(t, "__qualname__", "?") for t in torch_types]
+    getters = [_itemgetter(*d.keys()) for d in owners]
+
+    def fast_print() -> tuple | None:
+        try:  # a removed name raises; a new one changes the length; a replaced one changes an id
+            return _tuple((_len(d), _tuple(_map(_id, get(d)))) for d, get in zip(owners, getters))
+        except KeyError:
+            return None
+
+    def scalars() -> tuple:
+        return (_isenabled(), _tuple(_map(_id, _gc.callbacks)), _tuple(_map(_id, _sys.meta_path)),
+                _tuple(_map(_id, _sys.path_hooks)), _id(_sys.excepthook), _id(_sys.unraisablehook),
+                _id(_sys.displayhook), _id(_sys.breakpointhook), _id(_gettrace()), _id(_getprofile()))
+
+    scalar_names = ("gc.isenabled", "gc.callbacks", "sys.meta_path", "sys.path_hooks", "sys.excepthook",
+                    "sys.unraisablehook", "sys.displayhook", "sys.breakpointhook", "sys.gettrace", "sys.getprofile")
+    base = [dict((k, _id(v)) for k, v in d.items()) for d in owners]
+    base_scalars = scalars()
+    base_print = fast_print()
+
+    def check() -> list[str]:
+        now_scalars = scalars()
+        if now_scalars == base_scalars and fast_print() == base_print:
+            return []
+        changed = [n for n, a, b in zip(scalar_names, now_scalars, base_scalars) if a != b]
+        for label, d, before in zip(labels, owners, base):
+            now = dict((k, _id(v)) for k, v in d.items())
+            names = _sorted(str(k) for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+            changed += [f"{label}.{n}" for n in names[:8]]
+        return changed
+
+    return check
