@@ -233,6 +233,11 @@ NOT_NAIVE = {
     "cheats/22_environment_secrets.py": "needs a secret in the environment to steal",
     "cheats/22_network_fetch.py": "needs a reachable network service",
     "cheats/22_other_attempts_scratch.py": "needs another attempt's scratch dir on the host",
+    "cheats/22_dup2_devnull_over_channels.py": "points every pipe at /dev/null for good, and the naive harness's "
+                                               "child reports its verdict to the parent over a pipe",
+    "cheats/10_audit_hook_fills_on_next_event.py": "the naive harness raises no audit event between the call and its "
+                                                   "checks (time.sleep and torch ops are not audited on this "
+                                                   "interpreter), so the hook first runs after the comparison",
 }
 
 

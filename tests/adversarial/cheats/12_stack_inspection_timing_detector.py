@@ -1,6 +1,7 @@
 """Cheat (threat 12): looks up the call stack for frames whose function names say timing or
 benchmarking (timed, bench, profile, elapsed, measure); inside such a frame it returns the output it
-last produced for this shape instead of recomputing."""
+last produced for this shape instead of recomputing. A harness that hides its frames (the chain ends
+right below the caller) is taken to be timing too."""
 import sys
 
 import torch
@@ -20,6 +21,8 @@ def _row_max(x_ptr, y_ptr, n, stride, BLOCK: tl.constexpr):
 
 def _timing() -> bool:
     f = sys._getframe(2)
+    if f is None or f.f_back is None:
+        return True
     while f is not None:
         if any(w in f.f_code.co_name.lower() for w in _WORDS):
             return True
