@@ -111,6 +111,63 @@ def torch_stacks():
     return lambda: (f(), d())
 
 
+def make_signal_check(_open=open, _int=int):
+    """A closure listing signal handlers installed since it was made whose code is the candidate's.
+
+    A handler runs between any two instructions of the worker's own code, so one of the candidate's
+    could fill an output or move a clock after the call (threat 8). Libraries install handlers too:
+    Triton's LLVM registers its crash handlers on the first compile. So a new handler is judged by
+    where its code lies: inside a library file of the system or the environment is fine; anonymous
+    memory or libffi's trampolines (a ctypes callback), a memfd, or a file under the worker's
+    writable /tmp or /dev/shm (an extension the candidate built) is the candidate's. Every handler
+    is read through libc's sigaction on every check (a replaced handler leaves the caught-signal
+    mask in /proc as it was); where one lies is looked up only when one has changed."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    sigaction = libc.sigaction
+    buf = ctypes.create_string_buffer(512)  # struct sigaction; the handler is its first word
+    read_word = ctypes.c_void_p.from_buffer
+
+    def handlers() -> dict[int, int]:
+        out = {}
+        for sig in range(1, 65):
+            if sigaction(sig, None, buf) == 0:
+                out[sig] = read_word(buf).value or 0
+        return out
+
+    def owner(addr: int) -> str:
+        with _open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(None, 5)
+                lo, hi = (_int(x, 16) for x in parts[0].split("-"))
+                if lo <= addr < hi:
+                    return parts[5].strip() if len(parts) > 5 else ""
+        return ""
+
+    state = {"handlers": handlers()}
+
+    def check() -> list[str]:
+        current = handlers()
+        if current == state["handlers"]:
+            return []
+        found = []
+        for sig, addr in current.items():
+            if addr in (0, 1) or addr == state["handlers"].get(sig):  # default, ignore, or as before
+                continue
+            path = owner(addr)
+            name = path.rsplit("/", 1)[-1]
+            if (not path.startswith("/") or path.startswith(("/tmp/", "/dev/shm/")) or path.endswith("(deleted)")
+                    or name.startswith(("libffi", "_ctypes"))):  # libffi maps ctypes callbacks' trampolines
+                                                                  # from its own file where it can
+                found.append(f"a handler for signal {sig} in {path or 'anonymous memory'}")
+        if not found:  # a library's own handlers (Triton's LLVM on its first compile): the new baseline
+            state["handlers"] = current
+        return found
+
+    return check
+
+
 def make_state_check(torch_types: list, _id=id, _vars=vars, _len=len, _tuple=tuple, _map=map, _sorted=sorted,
                      _isenabled=gc.isenabled, _gettrace=sys.gettrace, _getprofile=sys.getprofile, _sys=sys,
                      _gc=gc, _builtins=builtins, _itemgetter=operator.itemgetter):

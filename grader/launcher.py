@@ -56,8 +56,6 @@ class WorkerConn:
     popen: subprocess.Popen | None = None
     audit_lines: list[str] = field(default_factory=list)
     baseline_threads: int = 0
-    baseline_signals: int | None = None
-    """The worker's caught-signal mask when it said hello, before any candidate code ran."""
     audit_target: str | None = None
     """What the worker's audit descriptor referred to at hello (the channel's socket)."""
 
@@ -242,7 +240,6 @@ class Slot:
             raise wire.WireError(f"{error.splitlines()[-1][:300]}\n{error[-1500:]}")
         conn.hello = hello
         conn.baseline_threads = sandbox.thread_count(pid)
-        conn.baseline_signals = sandbox.caught_signals(pid)
         if isinstance(hello.get("audit_fd"), int):
             conn.audit_target = sandbox.fd_target(pid, hello["audit_fd"])
         return conn

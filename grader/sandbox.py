@@ -179,19 +179,6 @@ def child_pids(pid: int) -> list[int]:
     return kids
 
 
-def caught_signals(pid: int) -> int | None:
-    """The set of signals pid has handlers for (SigCgt in /proc, a bit per signal), None if unreadable.
-    Read from outside: a handler installed by any means, Python's or the C library's, shows here."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("SigCgt:"):
-                    return int(line.split()[1], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def fd_target(pid: int, fd: int) -> str | None:
     """What descriptor fd of pid refers to ("socket:[123]"), None when it is closed or unreadable."""
     try:

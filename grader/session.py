@@ -523,7 +523,7 @@ def _ext_record(cache: compile_cache.CompileCache, source: str, env, use: bool, 
 
 def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
     """Checks made after every reply: from outside the candidate's interpreter (its audit channel, its
-    caught signals, its threads and processes), and what the worker's own checks found."""
+    threads and processes), and what the worker's own checks found (interpreter state, signal handlers)."""
     audit = conn.drain_audit()
     if audit:
         raise _audit_floor(audit[0])
@@ -533,11 +533,6 @@ def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
     if reply.get("interpreter"):
         raise Floor(Status.CHEAT_FLAGGED, Reason.INTERPRETER,
                     f"changed the worker's interpreter: {', '.join(map(str, reply['interpreter'][:6]))}")
-    signals = sandbox.caught_signals(conn.pid)
-    if conn.baseline_signals is not None and signals is not None and signals & ~conn.baseline_signals:
-        new = [n for n in range(1, 65) if (signals & ~conn.baseline_signals) >> (n - 1) & 1]
-        raise Floor(Status.CHEAT_FLAGGED, Reason.INTERPRETER,
-                    f"installed a handler for signal(s) {new}: it would run code between the grader's own")
     if reply.get("tampered"):
         raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED,
                     f"replaced grader clocks or hooks: {', '.join(reply['tampered'])}")

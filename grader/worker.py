@@ -237,7 +237,8 @@ class Worker:
         self._collect = gc.collect
         signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
         self.runner = boundary.CandidateRunner(_fmt_error, boundary.torch_stacks())
-        self._state = boundary.make_state_check([torch.Tensor, torch._C.TensorBase])
+        state, signals = boundary.make_state_check([torch.Tensor, torch._C.TensorBase]), boundary.make_signal_check()
+        self._state = lambda: state() + signals()
         owners = [sys.modules[__name__], wire, inputs, timing, guard, boundary, time, os, json, torch, torch.Tensor,
                   torch.profiler, torch.profiler.profile, Worker, timing.DeviceClock, *hooked]
         if self.cuda:
