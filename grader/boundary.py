@@ -34,13 +34,19 @@ _STAT = os.stat
 _SLEEP = time.sleep
 
 
-def _trampoline(fn, args, box, done, sentinel, graveyard, stacks, fmt):
+def _trampoline(box, go, done, parked, sentinel, graveyard, stacks, fmt, warm):
     """The bottom frame of every candidate thread. Its locals are all the candidate can find below its
     own frames, and none of them belongs to the worker."""
     box[4] = _NATIVE_ID()
     if sentinel is not None:
         box[3] = sentinel()
     graveyard.clear()  # what the previous piece of candidate work left: its finalisers run here
+    if warm is not None:
+        warm()  # this thread's CUDA state, made now rather than inside a timed call
+    parked.release()
+    go.acquire()
+    fn, args = box[5]
+    box[5] = None
     try:
         box[0] = fn(*args)
     except BaseException as e:  # noqa: BLE001 - formatted here: its __str__ is the candidate's code
@@ -53,39 +59,60 @@ def _trampoline(fn, args, box, done, sentinel, graveyard, stacks, fmt):
 
 
 class CandidateRunner:
-    """Runs candidate work on a fresh thread and waits until that thread has ended."""
+    """Runs candidate work on a fresh thread and waits until that thread has ended.
 
-    def __init__(self, fmt, stacks=None):
+    `park` starts the thread and waits until it is ready (the last work's objects dropped, its CUDA
+    state made); `go` hands it the work. Between the two the worker can poison memory and start its
+    clock, so neither the thread's start nor the drop happens inside a timed call."""
+
+    def __init__(self, fmt, stacks=None, warm=None):
         self._fmt = fmt
         self._stacks = stacks
+        self._warm = warm
         self.graveyard: list = []
         """Everything the candidate's last piece of work touched; cleared on its next thread."""
 
-    def run(self, fn, args) -> list:
-        """fn(*args) on a candidate thread; returns [result, error text or None, state note or None,
-        _, _]. The caller moves the box into `graveyard` once it has copied what it needs."""
-        box = [None, None, None, None, None]
-        done = _LOCK()
+    def park(self) -> tuple:
+        box = [None] * 6  # result, (kind, error text), state note, sentinel, thread id, work
+        go, done, parked = _LOCK(), _LOCK(), _LOCK()
+        go.acquire()
         done.acquire()
-        _START(_trampoline, (fn, args, box, done, _SENTINEL, self.graveyard, self._stacks, self._fmt))
+        parked.acquire()
+        _START(_trampoline, (box, go, done, parked, _SENTINEL, self.graveyard, self._stacks, self._fmt,
+                             self._warm))
+        parked.acquire()
+        return box, go, done
+
+    def go(self, parked: tuple, fn, args) -> list:
+        """fn(*args) on the parked thread; returns [result, (kind, error text) or None, state note or None,
+        ...] as soon as fn has returned. `settle` it before anything else runs; bury it once what is needed
+        is copied out of it."""
+        box, go, done = parked
+        box[5] = (fn, args)
+        go.release()
         done.acquire()
+        return box
+
+    @staticmethod
+    def settle(box: list) -> None:
+        """Wait until the thread that filled `box` has ended: its thread-local objects are gone (their
+        finalisers ran there), and so is the thread, so the parent's thread count sees no leftover."""
         if box[3] is not None:
-            box[3].acquire()  # the thread's state is gone (its thread-local objects with it)
-        _gone(box[4])  # ...and the thread itself, so the parent's thread count sees no leftover
+            box[3].acquire()
+        _gone(box[4])
+
+    def run(self, fn, args) -> list:
+        box = self.go(self.park(), fn, args)
+        self.settle(box)
         return box
 
     def bury(self, *objects) -> None:
         """Hand objects the candidate touched to the next candidate thread to drop."""
         self.graveyard.extend(objects)
 
-    def drop(self) -> None:
-        """Drop the buried objects now, on a candidate thread of their own (their memory goes back to the
-        allocator before the worker poisons it for the next call)."""
-        if self.graveyard:
-            self.run(_nothing, ())
 
-
-def _nothing() -> None:
+def nothing() -> None:
+    """Work for a parked thread that is not needed after all (the worker failed before the call)."""
     return None
 
 

@@ -58,16 +58,22 @@ class DeviceClock:
         since the last look (0 = none); undone."""
         return self._l2.take(stream) if self._l2 is not None else 0
 
-    def time_call(self, fn, args, flush: bool = True, snapshot=None) -> tuple[object, object, float, float, float]:
+    def time_call(self, fn, args, flush: bool = True, snapshot=None,
+                  settle=None) -> tuple[object, object, float, float, float]:
         """Run fn(*args) once after an L2 flush; returns (its result, snapshot(result), device ms start..end,
         host ms, gap ms end..done across a device-wide synchronise).
 
         `snapshot` is queued right after the end event, before the wait for it: its copy of the output
         is ordered behind every kernel of the call on the caller's stream, and work launched to fill the
-        output later lands in the gap (charged) or after the copy (never read)."""
+        output later lands in the gap (charged) or after the copy (never read). `settle(result)` waits
+        for whatever ran fn to finish (the candidate's thread): on CUDA after the done event (its teardown is
+        host work; any device work it queued comes after the copy); on CPU before the copy, which the
+        host takes."""
         if not self.cuda:
             t0 = self._perf_ns()
             out = fn(*args)
+            if settle is not None:
+                settle(out)
             host = (self._perf_ns() - t0) / 1e6
             return out, snapshot(out) if snapshot else None, host, host, 0.0
         if flush and self._l2 is not None:
@@ -87,6 +93,8 @@ class DeviceClock:
         record(done, stream)
         self._sync()
         host = (self._perf_ns() - t0) / 1e6
+        if settle is not None:  # after done: the thread's teardown is not the device's time
+            settle(out)
         return out, snap, self._elapsed(start, end), host, self._elapsed(end, done)
 
 

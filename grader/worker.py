@@ -24,6 +24,7 @@ import time
 import traceback
 
 from grader import wire
+from grader.boundary import nothing as boundary_nothing
 from grader.compile_cache import ExtensionHook
 
 _perf_ns = time.perf_counter_ns  # captured before any candidate code exists
@@ -215,7 +216,11 @@ class Worker:
             torch.cuda.init()
             torch.cuda.set_device(0)
         self._Tensor = torch.Tensor
-        self._clone = torch._C.TensorBase.clone  # the C method: a replaced Tensor.clone is never called
+        # C methods, bound now: a replaced Tensor.clone or Tensor.copy_ is never what the worker calls.
+        base = torch._C.TensorBase
+        self._clone, self._copy, self._view, self._contiguous = base.clone, base.copy_, base.view, base.is_contiguous
+        self._nbytes = lambda t, _n=base.numel, _e=base.element_size: _n(t) * _e(t)
+        self._uint8 = torch.uint8
         self._storage_ptr = (lambda t, _s=torch._C.TensorBase.untyped_storage, _p=torch._C.StorageBase.data_ptr:
                              _p(_s(t)))
         self.clock = timing.DeviceClock(device)
@@ -228,6 +233,7 @@ class Worker:
         hooked = _install_launch_hooks()
         self.kept: list = []
         self.kept_inputs: dict[int, list] = {}
+        self._dest = None  # the buffer the running call's output is copied into
         self.fn = None
         self.module_name = "candidate"
         self._warm_profiler()  # its helper threads exist before the parent takes the thread baseline
@@ -236,7 +242,8 @@ class Worker:
         gc.disable()
         self._collect = gc.collect
         signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
-        self.runner = boundary.CandidateRunner(_fmt_error, boundary.torch_stacks())
+        self.runner = boundary.CandidateRunner(_fmt_error, boundary.torch_stacks(),
+                                               _STREAM["raw"] if self.cuda else None)
         state, signals = boundary.make_state_check([torch.Tensor, torch._C.TensorBase]), boundary.make_signal_check()
         self._state = lambda: state() + signals()
         owners = [sys.modules[__name__], wire, inputs, timing, guard, boundary, time, os, json, torch, torch.Tensor,
@@ -324,30 +331,45 @@ class Worker:
         return reply, None
 
     def _snapshot(self, box: list, _type=type):
-        """The output's bytes, copied by torch's C clone before any Python of the candidate's can run
-        again (the call's thread has ended); later reads never touch the candidate's tensor."""
-        out = box[0]
-        return self._clone(out) if _type(out) is self._Tensor else None
+        """The output's bytes, copied by torch's C methods into a buffer the worker allocated before the
+        call, queued right behind the call (no Python of the candidate's runs in between: its thread has
+        ended); later reads never touch the candidate's tensor. An output of another size or layout is
+        cloned instead (it fails the shape check anyway)."""
+        out, dest = box[0], self._dest
+        if _type(out) is not self._Tensor:
+            return None
+        if dest is not None and self._contiguous(out) and self._nbytes(out) == self._nbytes(dest):
+            self._copy(dest, self._view(self._view(out, -1), self._uint8))
+            return dest
+        return self._clone(out)
 
     def _call(self, msg: dict, _type=type, _name=type.__dict__["__name__"].__get__, _str=str):
         t_begin = _perf_ns()
-        self.runner.drop()  # the last call's output and inputs, freed before the poison claims their memory
         inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
-        self._poison(msg["out_nbytes"])
-        self.clock.sync()  # inputs ready; the timed call flushes L2 itself
+        parked = self.runner.park()  # the last call's objects are dropped there, before the poison below
+        try:
+            nbytes = int(msg["out_nbytes"])
+            self._dest = self.torch.empty(nbytes, dtype=self._uint8, device=self.device) if nbytes > 0 else None
+            self._poison(nbytes)
+            self.clock.sync()  # inputs ready; the timed call flushes L2 itself
+        except BaseException:
+            self.runner.settle(self.runner.go(parked, boundary_nothing, ()))
+            raise
         ops, kernels, side = [], [], []
         launches_before = dict(LAUNCHES)
         FOREIGN_STREAM_LAUNCHES.clear()
         LAUNCH_STORAGES.clear()
         caller_stream = _STREAM["caller"] = _STREAM["raw"]() if self.cuda else None
+        work, dest = (parked, self.fn, inputs), self._dest
         try:
             if msg.get("profile"):
-                box, snap, ms, host_ms, gap_ms, ops, kernels, side = self._profiled(inputs)
+                box, snap, ms, host_ms, gap_ms, ops, kernels, side = self._profiled(work)
             else:
-                box, snap, ms, host_ms, gap_ms = self.clock.time_call(self.runner.run, (self.fn, inputs),
-                                                                      snapshot=self._snapshot)
+                box, snap, ms, host_ms, gap_ms = self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
+                                                                      settle=self.runner.settle)
         finally:
             _STREAM["caller"] = None
+            self._dest = None
         self.runner.bury(box, inputs)
         changed = self._state() + ([box[2]] if box[2] else [])
         if changed:  # nothing the candidate returned is looked at: its type's methods may be replaced
@@ -359,11 +381,14 @@ class Worker:
         launched = {k: v - launches_before.get(k, 0) for k, v in LAUNCHES.items() if v != launches_before.get(k, 0)}
         # Read after the call: a carve-out the call made is found, and undone, before the next one.
         l2_persisting = self.clock.take_persisting_l2(caller_stream)
-        meta = {"type": "Tensor" if snap is not None else _name(_type(box[0]))}
+        out = box[0]
+        meta = {"type": "Tensor" if snap is not None else _name(_type(out))}
         own_output = False
-        if snap is not None:
-            meta.update(shape=list(snap.shape), dtype=str(snap.dtype).removeprefix("torch."), device=str(snap.device))
-            own_output = self._storage_ptr(box[0]) in LAUNCH_STORAGES
+        if snap is not None:  # the state check passed: the tensor type's attributes are torch's own
+            meta.update(shape=list(out.shape), dtype=str(out.dtype).removeprefix("torch."), device=str(out.device))
+            own_output = self._storage_ptr(out) in LAUNCH_STORAGES
+            if snap is dest:  # the raw bytes, seen as the output they copy
+                snap = snap.view(out.dtype).view(out.shape)
         idx = len(self.kept)
         self.kept.append(snap if msg.get("keep", True) else None)
         if msg.get("keep_inputs"):
@@ -373,7 +398,7 @@ class Worker:
                 "foreign_stream": sorted(set(side) | set(FOREIGN_STREAM_LAUNCHES)),
                 "l2_persisting_bytes": l2_persisting, "span_ms": (_perf_ns() - t_begin) / 1e6}, None
 
-    def _profiled(self, inputs):
+    def _profiled(self, work: tuple):
         """A timed call under the profiler, which records every thread (the candidate's is not this one);
         the ops are the candidate thread's, told apart by a labelled range recorded on this thread."""
         from torch.autograd.profiler import record_function
@@ -385,8 +410,8 @@ class Worker:
                 if self.cuda:  # a marker kernel on the caller's stream names that stream in the trace
                     self.clock._zero(self._marker)
                     self.clock.sync()
-            box, snap, ms, host_ms, gap_ms = self.clock.time_call(self.runner.run, (self.fn, inputs),
-                                                                  snapshot=self._snapshot)
+            box, snap, ms, host_ms, gap_ms = self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
+                                                                  settle=self.runner.settle)
         ops, kernels, device_events = set(), set(), []
         events = prof.events()
         own = {ev.thread for ev in events if ev.name == "kerneltraj-worker"}
