@@ -345,9 +345,12 @@ class Worker:
 
     def _call(self, msg: dict, _type=type, _name=type.__dict__["__name__"].__get__, _str=str):
         t_begin = _perf_ns()
-        inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
-        parked = self.runner.park()  # the last call's objects are dropped there, before the poison below
+        # The last call's objects are dropped on the parked thread before anything is allocated: the new
+        # inputs take the old inputs' memory (as a timing loop that reuses buffers would: threat 13), the
+        # poison below covers what the old output held.
+        parked = self.runner.park()
         try:
+            inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
             nbytes = int(msg["out_nbytes"])
             self._dest = self.torch.empty(nbytes, dtype=self._uint8, device=self.device) if nbytes > 0 else None
             self._poison(nbytes)
