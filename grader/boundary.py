@@ -221,17 +221,19 @@ def make_state_check(torch_types: list, _id=id, _vars=vars, _len=len, _tuple=tup
 
     scalar_names = ("gc.isenabled", "gc.callbacks", "sys.meta_path", "sys.path_hooks", "sys.excepthook",
                     "sys.unraisablehook", "sys.displayhook", "sys.breakpointhook", "sys.gettrace", "sys.getprofile")
-    base = [dict((k, _id(v)) for k, v in d.items()) for d in owners]
+    base = [{k: _id(v) for k, v in d.items()} for d in owners]
+    held = [list(d.values()) for d in owners] + [list(_gc.callbacks), list(_sys.meta_path), list(_sys.path_hooks)]
+    # ^ the values compared by id stay alive, so no replacement can be handed a freed value's id
     base_scalars = scalars()
     base_print = fast_print()
 
-    def check() -> list[str]:
+    def check(_held=held) -> list[str]:
         now_scalars = scalars()
         if now_scalars == base_scalars and fast_print() == base_print:
             return []
         changed = [n for n, a, b in zip(scalar_names, now_scalars, base_scalars) if a != b]
         for label, d, before in zip(labels, owners, base):
-            now = dict((k, _id(v)) for k, v in d.items())
+            now = {k: _id(v) for k, v in d.items()}
             names = _sorted(str(k) for k in before.keys() | now.keys() if before.get(k) != now.get(k))
             changed += [f"{label}.{n}" for n in names[:8]]
         return changed

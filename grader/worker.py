@@ -1,16 +1,19 @@
 """The candidate's side of a grade: runs untrusted code, never decides anything.
 
 The worker loads the candidate, then answers `call` requests: draw fresh inputs from a seed,
-poison the allocator, flush L2, run the candidate once, time it device-wide, and keep the
-output. Every call looks the same to the candidate (no correctness phase vs timing phase): the
-sealed parent picks which outputs to fetch and verify only after the calls return.
+poison the allocator, flush L2, run the candidate once, time it device-wide, and keep a copy of
+the output. Every call looks the same to the candidate (no correctness phase vs timing phase):
+the sealed parent picks which outputs to fetch and verify only after the calls return.
 
-The candidate shares this interpreter, so nothing on the timing and reporting path is looked up
-by name once it has loaded: the protocol loop holds its functions as locals, and after every
-request an integrity check compares every module, class and instance on that path (and every
-function's code) with a snapshot taken before the candidate existed. Function code swaps are
-also reported at once by the audit hook. The parent cross-checks the reported times with its
-own clock. The worker is discarded after one attempt.
+The candidate shares this process but not this thread: its import and each call run on a thread
+of their own (grader/boundary.py), and this thread never runs the candidate's Python. Nothing on
+the timing and reporting path is looked up by name once it has loaded: the protocol loop holds its
+functions as locals, the clock and the output copy use C entry points bound before the candidate
+existed, and after every request an integrity check compares every module, class and instance on
+that path (and every function's code) with a snapshot, and a state check looks at what is
+process-wide (builtins, torch's tensor types, hooks, signal handlers). Function code swaps are
+also reported at once by the audit hook. The parent cross-checks the reported times with its own
+clock. The worker is discarded after one attempt.
 """
 from __future__ import annotations
 
@@ -115,6 +118,8 @@ def make_integrity_check(owners: list, strict: list = (), _vars=vars, _id=id, _c
     n_loose = len(owners)  # modules and classes: only what the grader calls (their data caches move)
     owners = list(owners) + list(strict)  # our own instances: every attribute
 
+    held: list = []  # every value whose id is recorded stays alive: a replacement cannot reuse its id
+
     def take() -> dict:
         snap = {}
         for i, owner in enumerate(owners):
@@ -125,9 +130,11 @@ def make_integrity_check(owners: list, strict: list = (), _vars=vars, _id=id, _c
             for name, value in items:
                 if i >= n_loose or _callable(value) or _isinstance(value, _ModuleType):
                     snap[(i, name)] = _id(value)
+                    held.append(value)
                 code = _getattr(_getattr(value, "__func__", value), "__code__", None) if _callable(value) else None
                 if code is not None:
                     snap[(i, name, "code")] = _id(code)
+                    held.append(code)
         return snap
 
     def plan(snap: dict) -> tuple[list, list]:
@@ -332,9 +339,10 @@ class Worker:
 
     def _snapshot(self, box: list, _type=type):
         """The output's bytes, copied by torch's C methods into a buffer the worker allocated before the
-        call, queued right behind the call (no Python of the candidate's runs in between: its thread has
-        ended); later reads never touch the candidate's tensor. An output of another size or layout is
-        cloned instead (it fails the shape check anyway)."""
+        call, queued right behind the call's end event (the candidate's function has returned and none of
+        its Python runs on this thread; device work its thread still queues lands after the copy or in
+        the charged done gap); later reads never touch the candidate's tensor. An output of another size
+        or layout is cloned instead (it fails the shape check anyway)."""
         out, dest = box[0], self._dest
         if _type(out) is not self._Tensor:
             return None

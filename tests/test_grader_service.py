@@ -67,6 +67,15 @@ def graded():
     return results, None
 
 
+def test_every_grade_draws_its_own_root_seed(graded):
+    """All requests asked for seed 3; no grade used it, and no two grades share one (the call boundary:
+    a candidate must not be able to infer its inputs from the request)."""
+    results, _ = graded
+    seeds = [r.seed for name, r in results.items() if name != "unknown_task"]
+    assert 3 not in seeds
+    assert len(set(seeds)) == len(seeds)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_outcome(graded, name):
     results, _ = graded
