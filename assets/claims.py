@@ -16,6 +16,7 @@ from dagster import AssetExecutionContext
 from assets.common import GROUP_GRADING, OWNER, check_result, table_metadata
 from grader.labels import TIE_BAND_LOG2
 from pipelines import claims as cl
+from pipelines.markup import md_escape
 from pipelines.plots import png_markdown
 from pipelines.resources import AttemptSources, Warehouse, resolve_path
 from pipelines.warehouse import load_sql, markdown_table, query_dicts, scalar, transaction
@@ -77,8 +78,9 @@ def report_markdown(s: dict[str, Any]) -> str:
     t = s["totals"]
     band_pct = (2 ** TIE_BAND_LOG2 - 1) * 100
     out = [
-        f"**{t['claims']} claims** on {t['attempts']} attempts ({', '.join(t['formats'] or []) or 'none'}); "
-        f"graded on: {', '.join(t['devices'] or []) or 'nothing yet'}.",
+        f"**{t['claims']} claims** on {t['attempts']} attempts "
+        f"({md_escape(', '.join(t['formats'] or [])) or 'none'}); "
+        f"graded on: {md_escape(', '.join(t['devices'] or [])) or 'nothing yet'}.",
         "",
         f"Comparable claims ({t['comparable']}): the claim's baseline is eager PyTorch, which is our expert on "
         "KernelBench cards; compared with our *unclipped* measured speedup and its ~95% interval, tie band "

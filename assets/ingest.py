@@ -15,7 +15,8 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_INGEST, OWNER, check_result, counts_md, table_metadata
 from grader.catalogue import load_catalogue
-from pipelines.rawattempt import Quarantined, RawAttempt, admissible_rows, duplicate_id, parse_line, parse_lines
+from pipelines.rawattempt import (Quarantined, RawAttempt, admissible_rows, duplicate_id, duplicate_turn, parse_line,
+                                  parse_lines)
 from pipelines.resources import REPO_ROOT, AttemptSources, Warehouse, resolve_path
 from pipelines.warehouse import (bulk_write, insert_rows, load_sql, query_dicts, registered, run_script,
                                  transaction)
@@ -71,7 +72,9 @@ def load_attempt_files(con: duckdb.DuckDBPyConnection, paths: list[Path], known_
                        now: dt.datetime, log: Callable[[str], None] | None = None) -> list[dict]:
     """Every line of every file into `raw_attempts` or `quarantine` (in the caller's transaction); returns
     the `input_files` rows. Same rows, verdicts and messages as parse_lines over the files in order with one
-    shared set of seen ids: DuckDB admits the lines it can prove admissible, parse_line judges the rest.
+    shared set of seen ids and one map of held turns: DuckDB admits the lines it can prove admissible,
+    parse_line judges the rest. An attempt at a (trajectory, turn) an earlier one holds is quarantined
+    (duplicate_turn), so no admitted row can fail the trajectories' blocking gate downstream.
 
     Admitted rows reach the warehouse as one streamed INSERT (Arrow batches pulled block by block), so
     DuckDB writes finished row groups to disk as it goes: memory stays bounded by the block size (plus the
@@ -119,12 +122,13 @@ ADMITTED = _admitted_schema()
 
 class _Loader:
     """Reads the files block by block: fast-path rows are yielded as Arrow batches for the streamed insert;
-    parse_line's verdicts on the other lines, duplicate ids and the per-file counts are kept."""
+    parse_line's verdicts on the other lines, duplicate ids and turns, and the per-file counts are kept."""
 
     def __init__(self, scratch, paths: list[Path], digests: list, known: set[str], run_id: str, now: dt.datetime):
         self.scratch, self.paths, self.digests, self.known = scratch, paths, digests, known
         self.run_id, self.now = run_id, now
         self.seen: set[str] = set()  # ids admitted so far, as parse_lines' shared set
+        self.turns: dict[tuple[str, int], str] = {}  # (trajectory, turn) -> the admitted attempt holding it
         self.slow_rows: list[dict] = []
         self.quarantined: list[dict] = []
         self.files: list[dict] = []
@@ -156,33 +160,39 @@ class _Loader:
             done = np.zeros(n, bool)
             done[fast_at] = True
             sha = digest.result()[0]
-            # parse_line on the other lines, then every admitted row in line order against the seen ids.
-            admitted: list[tuple[int, str, RawAttempt | None]] = []
+            # parse_line on the other lines, then every admitted row in line order against the seen ids and turns.
+            admitted: list[tuple[int, str, str, int, RawAttempt | None]] = []
             for i in np.flatnonzero(~done).tolist():
                 item = parse_line(_line(data, offs, i), f"{display}:{first + i}", self.known, None)
                 if item is None:
                     continue
                 counts["nonblank_lines"] += 1
                 if isinstance(item, RawAttempt):
-                    admitted.append((i, item.attempt_id, item))
+                    admitted.append((i, item.attempt_id, item.trajectory_id, item.turn, item))
                 else:
                     self.quarantined.append(quarantine_row(item, sha, self.run_id, self.now))
                     counts["quarantined"] += 1
             counts["nonblank_lines"] += len(fast_at)
             if len(fast_at):
-                admitted += zip(fast_at.tolist(), fast.column("attempt_id").to_pylist(), [None] * len(fast_at))
+                admitted += zip(fast_at.tolist(), fast.column("attempt_id").to_pylist(),
+                                fast.column("trajectory_id").to_pylist(), fast.column("turn").to_pylist(),
+                                [None] * len(fast_at))
                 admitted.sort(key=lambda a: a[0])
             keep = np.ones(len(fast_at), bool)
             fast_pos = {i: k for k, i in enumerate(fast_at.tolist())}
-            for i, aid, item in admitted:
-                if aid in self.seen:
-                    q = duplicate_id(f"{display}:{first + i}", aid, _line(data, offs, i)[:200].decode("utf-8", "replace"))
+            for i, aid, traj, turn, item in admitted:
+                holder = self.turns.get((traj, turn))
+                if aid in self.seen or holder is not None:
+                    where, excerpt = f"{display}:{first + i}", _line(data, offs, i)[:200].decode("utf-8", "replace")
+                    q = (duplicate_id(where, aid, excerpt) if aid in self.seen else
+                         duplicate_turn(where, aid, traj, turn, holder, excerpt))
                     self.quarantined.append(quarantine_row(q, sha, self.run_id, self.now))
                     counts["quarantined"] += 1
                     if item is None:
                         keep[fast_pos[i]] = False
                     continue
                 self.seen.add(aid)
+                self.turns[(traj, turn)] = aid
                 counts["accepted"] += 1
                 if item is not None:
                     self.slow_rows.append(attempt_row(item, sha, self.run_id, self.now))
@@ -213,9 +223,9 @@ class _Loader:
         return admissible_rows(self.scratch, block, self.known, load_sql)
 
     def _rowwise(self, path: Path, display: str, sha: str, counts: dict) -> None:
-        """parse_lines over a whole file with the shared seen ids (a file listed twice)."""
+        """parse_lines over a whole file with the shared seen ids and turns (a file listed twice)."""
         data = path.read_bytes()
-        for item in parse_lines(data.split(b"\n"), display, self.known, self.seen):
+        for item in parse_lines(data.split(b"\n"), display, self.known, self.seen, self.turns):
             if isinstance(item, RawAttempt):
                 self.slow_rows.append(attempt_row(item, sha, self.run_id, self.now))
                 counts["accepted"] += 1

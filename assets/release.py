@@ -16,7 +16,6 @@ from typing import Any
 import dagster as dg
 from dagster import AssetExecutionContext
 import duckdb
-import yaml
 
 from assets.accounting import accounting_sections
 from assets.common import GROUP_RELEASE, OWNER, check_result
@@ -25,6 +24,7 @@ from grader.catalogue import load_catalogue
 from grader.contract import GRADER_VERSION, REWARD_FLOOR
 from grader.taskcard import size_key
 from pipelines.contention_report import dataset_card_section
+from pipelines.markup import card_body, front_matter_card, md_escape
 from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse, resolve_path
 from pipelines.warehouse import copy_parquet, load_sql, markdown_table, query_dicts, run_script, scalar, transaction
 
@@ -145,7 +145,8 @@ def dataset_card(version: str, run_id: str, rows: dict[str, int], facts: dict[st
         markdown_table([{"task_id": t, "revision": r} for t, r in sorted(facts["task_revisions"].items())]),
         "",
         "## Hardware",
-        f"Devices: {', '.join(facts['devices']) or 'none'}; fingerprints: {', '.join(facts['fingerprint_ids'])}.",
+        f"Devices: {md_escape(', '.join(facts['devices'])) or 'none'}; "
+        f"fingerprints: {md_escape(', '.join(facts['fingerprint_ids']))}.",
         "",
         "## Accounting",
         f"{int(ledger.get('attempts_in', 0))} input rows, {int(ledger.get('unaccounted', 0))} unaccounted.",
@@ -160,7 +161,7 @@ def dataset_card(version: str, run_id: str, rows: dict[str, int], facts: dict[st
         "and fingerprint_id; `kerneltraj lineage <attempt_id>` walks back to the raw file and line.",
         "",
     ]
-    return "---\n" + yaml.safe_dump(front, sort_keys=False) + "---\n\n" + "\n".join(body)
+    return front_matter_card(front, "\n".join(body))
 
 
 def release_facts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -237,7 +238,7 @@ def release(context: AssetExecutionContext, warehouse: Warehouse, release_target
         "version": dg.MetadataValue.text(version),
         "content_sha256": dg.MetadataValue.text(digest),
         "preview": dg.MetadataValue.md(markdown_table([{"config": c, "rows": n} for c, n in rows.items()])),
-        "dataset_card": dg.MetadataValue.md((final / "README.md").read_text().split("---\n", 2)[2]),
+        "dataset_card": dg.MetadataValue.md(card_body((final / "README.md").read_text())),
     })
 
 

@@ -17,6 +17,7 @@ import duckdb
 from grader.labels import TIE_BAND_LOG2
 from pipelines.agreement import AgreementSummary, GradeLabel, Label, grade_label, summarise, unit_verdicts
 from pipelines.contention import PRICE_TABLE, Setting, price_usd_per_hour
+from pipelines.markup import md_escape
 from pipelines.status import StatusContext, section
 from pipelines.warehouse import load_sql, markdown_table, query_dicts
 
@@ -204,7 +205,7 @@ def _f(x: float | None, spec: str = ".3g", none: str = "—") -> str:
 def report_markdown(rep: Report, heading: str = "###") -> str:
     kinds = {f.device_kind for f in rep.settings}
     where = ("CPU device: CPU figures, not GPU figures" if kinds == {"cpu"} else
-             ", ".join(sorted({f.device for f in rep.settings})) or "no replay yet")
+             md_escape(", ".join(sorted({f.device for f in rep.settings}))) or "no replay yet")
     out = [f"{heading} Revalidation and contention ({where})", "",
            f"Labels: faster / slower / tie with tie band |log2 speedup| < {rep.tie_band_log2} judged on the ~95% "
            "interval of log2 speedup; an interval across a band edge is `ambiguous` (never forced). Figures count "

@@ -18,6 +18,13 @@ from grader.contract import MAX_SOURCE_BYTES
 LANGUAGES = ("triton", "pytorch", "cuda")
 MAX_LINE_BYTES = 4 * MAX_SOURCE_BYTES
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,199}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+\-/ (),]{0,199}$")
+"""Agent and model names: ASCII letters, digits, spaces and `_.:@+-/(),` (real model names carry spaces
+and parentheses); no quote, square bracket, `<`, `|` or line break, which Markdown tables, HTML and
+YAML front matter would read as markup. Where names are rendered they are escaped as well
+(pipelines/markup.py)."""
+_SCRIPT_SCHEME = re.compile(r"^(javascript|vbscript|data):", re.IGNORECASE)
+"""A name is never a link target: names opening with a script-capable URL scheme are refused too."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,7 @@ class Quarantined:
     attempt_id: str | None
     """The id, when one could be read."""
     reason_code: str
-    """Machine-readable reason: bad_json, missing_field, bad_type, unknown_task, duplicate_id, ..."""
+    """Machine-readable reason: bad_json, missing_field, bad_type, bad_name, unknown_task, duplicate_id, ..."""
     reason: str
     """Human-readable reason naming the field and what to do."""
     raw_excerpt: str
@@ -103,6 +110,10 @@ def parse_record(obj: Any, known_tasks: Iterable[str] | None = None) -> RawAttem
             raise RejectRow("bad_type", f"{k} must be a non-empty string of at most 200 characters")
         if k in obj and not _clean_text(obj[k]):
             raise RejectRow("bad_encoding", f"{k} holds NUL bytes or unpaired surrogates")
+    for k in ("agent", "model"):
+        if not _NAME.fullmatch(obj[k]) or _SCRIPT_SCHEME.match(obj[k]):
+            raise RejectRow("bad_name", f"{k} must match {_NAME.pattern} and not open with a script URL "
+                                        f"scheme, got {obj[k][:60]!r}")
     if obj["language"] not in LANGUAGES:
         raise RejectRow("bad_language", f"language {obj['language']!r} is not one of {LANGUAGES}")
     if "entry_point" in obj and not obj["entry_point"].isidentifier():
@@ -161,22 +172,27 @@ def _clean_text(v: str) -> bool:
 
 
 def parse_lines(lines: Iterable[bytes], origin: str, known_tasks: Iterable[str] | None = None,
-                seen_ids: set[str] | None = None) -> Iterator[RawAttempt | Quarantined]:
-    """Parse raw JSONL bytes; yields exactly one RawAttempt or Quarantined per non-blank line."""
+                seen_ids: set[str] | None = None, held_turns: dict[tuple[str, int], str] | None = None,
+                ) -> Iterator[RawAttempt | Quarantined]:
+    """Parse raw JSONL bytes; yields exactly one RawAttempt or Quarantined per non-blank line.
+
+    With `held_turns` ((trajectory_id, turn) -> attempt id, shared across files as `seen_ids` is) a turn
+    already held by an admitted attempt is quarantined too (duplicate_turn), as the ingest does."""
     known = set(known_tasks) if known_tasks is not None else None
     seen = seen_ids if seen_ids is not None else set()
     for lineno, raw in enumerate(lines, 1):
-        item = parse_line(raw, f"{origin}:{lineno}", known, seen)
+        item = parse_line(raw, f"{origin}:{lineno}", known, seen, held_turns)
         if item is not None:
             yield item
 
 
-def parse_line(raw: bytes, where: str, known: set[str] | None,
-               seen: set[str] | None) -> RawAttempt | Quarantined | None:
+def parse_line(raw: bytes, where: str, known: set[str] | None, seen: set[str] | None,
+               turns: dict[tuple[str, int], str] | None = None) -> RawAttempt | Quarantined | None:
     """One raw line (no newline) at `where` (`file:line`): None if blank, else exactly one verdict.
 
-    With `seen` None the duplicate-id rule is left to the caller (the bulk ingest settles it in SQL,
-    first occurrence in file and line order, as this function would with one shared set)."""
+    With `seen` None the duplicate-id and duplicate-turn rules are left to the caller (the bulk ingest
+    settles them itself, first occurrence in file and line order, as this function would with one shared
+    set and map); with `turns` None only the duplicate-id rule applies."""
     if not raw.strip():
         return None
     excerpt = raw[:200].decode("utf-8", "replace")
@@ -198,6 +214,11 @@ def parse_line(raw: bytes, where: str, known: set[str] | None,
     if seen is not None:
         if rec.attempt_id in seen:
             return duplicate_id(where, rec.attempt_id, excerpt)
+        if turns is not None:
+            holder = turns.get((rec.trajectory_id, rec.turn))
+            if holder is not None:
+                return duplicate_turn(where, rec.attempt_id, rec.trajectory_id, rec.turn, holder, excerpt)
+            turns[(rec.trajectory_id, rec.turn)] = rec.attempt_id
         seen.add(rec.attempt_id)
     return dataclasses.replace(rec, origin=where)
 
@@ -206,6 +227,16 @@ def duplicate_id(where: str, attempt_id: str, excerpt: str) -> Quarantined:
     """The verdict on an admissible row whose id an earlier row (file order, then line order) already holds."""
     return Quarantined(where, attempt_id, "duplicate_id",
                        f"{attempt_id}: attempt_id already ingested; ids must be unique", excerpt)
+
+
+def duplicate_turn(where: str, attempt_id: str, trajectory_id: str, turn: int, holder: str,
+                   excerpt: str) -> Quarantined:
+    """The verdict on an admissible row whose (trajectory, turn) an earlier admitted attempt `holder` already
+    holds: one attempt per turn, or the trajectories' blocking quality gate (unique trajectory and turn)
+    would stop the whole release."""
+    return Quarantined(where, attempt_id, "duplicate_turn",
+                       f"{attempt_id}: turn {turn} of trajectory {trajectory_id} is already held by attempt "
+                       f"{holder}; a turn holds one attempt", excerpt)
 
 
 # ---- the bulk fast path: DuckDB decides the lines it can prove parse_record would admit unchanged ----

@@ -14,6 +14,8 @@ from typing import Any, Iterator, Sequence
 
 import duckdb
 
+from pipelines.markup import md_escape
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SQL_DIR = REPO_ROOT / "sql"
 SCHEMA_SCRIPTS = ("schema", "views", "ledger")
@@ -259,18 +261,16 @@ def table_counts(con: duckdb.DuckDBPyConnection, tables: Sequence[str]) -> dict[
 
 
 def markdown_table(rows: Sequence[dict[str, Any]], max_cell: int = 40) -> str:
-    """A small markdown table for Dagster metadata previews (cells cut to `max_cell` characters)."""
+    """A small markdown table for Dagster metadata previews (cells cut to `max_cell` characters).
+
+    Headers and cells go through md_escape: a name, file name or reason adds no markup, no column."""
     if not rows:
         return "_no rows_"
     cols = list(rows[0])
 
     def cell(v: Any) -> str:
-        if isinstance(v, float):
-            v = f"{v:.4g}"
-        s = "" if v is None else str(v)
-        s = s.replace("|", "\\|").replace("\n", " ")
-        return s if len(s) <= max_cell else s[: max_cell - 1] + "…"
+        return md_escape(f"{v:.4g}" if isinstance(v, float) else v, max_cell)
 
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = ["| " + " | ".join(md_escape(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(r[c]) for c in cols) + " |" for r in rows]
     return "\n".join(lines)

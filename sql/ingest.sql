@@ -102,9 +102,12 @@ WHERE true
   AND t[6] = 'VARCHAR' AND regexp_full_match(v.trajectory_id, '[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,199}')
   AND NOT contains(v.trajectory_id, '..')
   AND list_contains($known_tasks, v.task_id)
-  -- names: 1..200 bytes (so 1..200 characters), no NUL; entry_point absent or an ASCII identifier
-  AND t[4] = 'VARCHAR' AND strlen(v.agent) BETWEEN 1 AND 200 AND NOT contains(v.agent, chr(0))
-  AND t[5] = 'VARCHAR' AND strlen(v.model) BETWEEN 1 AND 200 AND NOT contains(v.model, chr(0))
+  -- names: matching pipelines.rawattempt._NAME (a literal, as the ids; a test holds the two equal), not
+  -- opening with a script URL scheme (_SCRIPT_SCHEME); entry_point absent or an ASCII identifier
+  AND t[4] = 'VARCHAR' AND regexp_full_match(v.agent, '[A-Za-z0-9][A-Za-z0-9_.:@+\-/ (),]{0,199}')
+  AND NOT regexp_matches(lower(v.agent), '^(javascript|vbscript|data):')
+  AND t[5] = 'VARCHAR' AND regexp_full_match(v.model, '[A-Za-z0-9][A-Za-z0-9_.:@+\-/ (),]{0,199}')
+  AND NOT regexp_matches(lower(v.model), '^(javascript|vbscript|data):')
   AND t[8] = 'VARCHAR' AND list_contains($languages, v.language)
   AND (t[10] IS NULL OR (t[10] = 'VARCHAR' AND strlen(v.entry_point) <= 200
                          AND regexp_full_match(v.entry_point, '[A-Za-z_][A-Za-z0-9_]*')))

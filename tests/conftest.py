@@ -85,3 +85,16 @@ def project_env(root: Path, inputs: tuple[Path, ...]) -> dict[str, str]:
         "DAGSTER_HOME": str(root / "dagster_home"),
     })
     return env
+
+
+@pytest.fixture()
+def instance(tmp_path, monkeypatch):
+    """A real Dagster instance of its own, configured from the project's dagster.yaml template."""
+    import dagster as dg
+
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text((REPO_ROOT / "dagster_home" / "dagster.yaml").read_text())
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    with dg.DagsterInstance.get() as inst:
+        yield inst

@@ -1,7 +1,7 @@
 """The bulk ingest (DuckDB fast path + parse_line for the rest) against the row-by-row reference.
 
 The reference is what the raw_attempts asset did before the fast path: parse_lines over every file in order
-with one shared set of seen ids, every row bound one at a time (executemany). Both write a real DuckDB
+with one shared set of seen ids (and map of held turns), every row bound one at a time (executemany). Both write a real DuckDB
 warehouse; raw_attempts, quarantine and input_files must be equal row for row (EXCEPT ALL both ways, so
 duplicates count), on the demo corpus plus demo/malformed.jsonl and on a generated file of hostile and
 unusual lines (trailing commas, NaN spellings, repeated and unknown keys, escaped commas, lone surrogates,
@@ -50,13 +50,13 @@ def _executemany(con, table: str, rows: list[dict]) -> None:
 
 
 def reference_ingest(db: Path, paths: list[Path]) -> None:
-    """The row-by-row ingest: parse_lines with one shared seen set, rows bound one by one."""
-    known, seen, attempts, bad, files = _known(), set(), [], [], []
+    """The row-by-row ingest: parse_lines with one shared seen set and turn map, rows bound one by one."""
+    known, seen, turns, attempts, bad, files = _known(), set(), {}, [], [], []
     for path in paths:
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
         n_ok = n_bad = 0
-        for item in parse_lines(data.split(b"\n"), ingest.display_path(path), known, seen):
+        for item in parse_lines(data.split(b"\n"), ingest.display_path(path), known, seen, turns):
             if isinstance(item, RawAttempt):
                 attempts.append(ingest.attempt_row(item, sha, RUN, NOW))
                 n_ok += 1

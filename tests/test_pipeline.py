@@ -79,16 +79,6 @@ def test_seeds_are_per_pass_and_reproducible():
 
 # ---- ingest against a real instance ----------------------------------------------------------
 
-@pytest.fixture()
-def instance(tmp_path, monkeypatch):
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text((REPO_ROOT / "dagster_home" / "dagster.yaml").read_text())
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    with dg.DagsterInstance.get() as inst:
-        yield inst
-
-
 def test_instance_config_from_template(instance):
     cfg = instance.get_concurrency_config()
     assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
