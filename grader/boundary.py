@@ -106,13 +106,16 @@ class CandidateRunner:
         self.settle(box)
         return box
 
+    def release(self, parked: tuple) -> None:
+        """End a parked thread whose work is not needed after all (the worker failed before the call)."""
+        self.settle(self.go(parked, _nothing, ()))
+
     def bury(self, *objects) -> None:
         """Hand objects the candidate touched to the next candidate thread to drop."""
         self.graveyard.extend(objects)
 
 
-def nothing() -> None:
-    """Work for a parked thread that is not needed after all (the worker failed before the call)."""
+def _nothing() -> None:
     return None
 
 

@@ -27,7 +27,6 @@ import time
 import traceback
 
 from grader import wire
-from grader.boundary import nothing as boundary_nothing
 from grader.compile_cache import ExtensionHook
 
 _perf_ns = time.perf_counter_ns  # captured before any candidate code exists
@@ -364,7 +363,7 @@ class Worker:
             self._poison(nbytes)
             self.clock.sync()  # inputs ready; the timed call flushes L2 itself
         except BaseException:
-            self.runner.settle(self.runner.go(parked, boundary_nothing, ()))
+            self.runner.release(parked)
             raise
         ops, kernels, side = [], [], []
         launches_before = dict(LAUNCHES)

@@ -70,6 +70,20 @@ def test_candidate_thread_has_ended_when_run_returns():
         assert thread_count(os.getpid()) == before
 
 
+def test_a_parked_thread_that_gets_no_work_is_ended():
+    """The worker parks the call's thread before drawing inputs; if drawing them fails, release ends it,
+    so no thread is left for the parent's count (an honest grade would be floored for it)."""
+    from grader import boundary
+    from grader.sandbox import thread_count
+
+    before = thread_count(os.getpid())
+    runner = boundary.CandidateRunner(lambda e: ("exception", ""))
+    parked = runner.park()
+    assert thread_count(os.getpid()) == before + 1
+    runner.release(parked)
+    assert thread_count(os.getpid()) == before
+
+
 def test_signal_handlers_cannot_be_set_from_candidate_code():
     from grader import boundary
 
