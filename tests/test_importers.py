@@ -386,3 +386,46 @@ def test_kernelbench_adapter_compiles_cuda_candidate_on_gpu() -> None:
     out = cand["run"](x)
     assert out.device.type == "cuda" and cand["_kt_model"].w.device.type == "cuda"
     assert torch.allclose(out.double(), ref["run"](x.double()), atol=1e-5, rtol=1e-5)
+
+
+# ---- problems a user can fix, reported as such ------------------------------------------------
+
+def _definition(out_dtype: str) -> dict:
+    return {"name": "toy_op", "op_type": "norm", "axes": {"N": {"type": "var"}, "D": {"type": "const", "value": 8}},
+            "inputs": {"x": {"shape": ["N", "D"], "dtype": "float32"}},
+            "outputs": {"y": {"shape": ["N", "D"], "dtype": out_dtype}}, "reference": "def run(x):\n    return x\n"}
+
+
+@pytest.mark.parametrize("dtype,code", [("int32", "integer_output"), ("bool", "integer_output"),
+                                        ("float8_e4m3fn", "unsupported_dtype"), ("complex64", "unsupported_dtype"),
+                                        ("float16", None)])
+def test_flashinfer_output_dtype_is_named_for_what_it_is(dtype: str, code: str | None) -> None:
+    """From the release issue: an unknown output dtype was reported as `integer_output`."""
+    from pipelines.importers import flashinfer
+
+    d = flashinfer.parse_definition(json.dumps(_definition(dtype)).encode(), "defs/toy_op.json")
+    problem = flashinfer.card_problem(d)
+    assert (problem.code if problem else None) == code
+    if problem:
+        assert dtype in problem.reason
+
+
+def _refuse_every_task(jobs: dict) -> dict:
+    """Probe stand-in: no cards, so the rows stay cheap and still carry their ids and claims."""
+    from pipelines.importers import TaskReject
+
+    return {k: TaskReject("probe_failed", "stub probe") for k in jobs}
+
+
+def test_cuda_l1_gpu_comes_from_the_row_when_it_has_one(tmp_path: Path) -> None:
+    """From the release issue: the GPU name was taken from the file name even when the row said it."""
+    base = {"level_id": 1, "task_id": 7, "ref_code": "import torch\n", "custom_code": "x = 1\n", "score_default": 1.5}
+    rows = [{**base, "gpu": "L40S"}, {**base, "task_id": 8}, {**base, "task_id": 9, "gpu": 40}]
+    f = tmp_path / "export.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    batch = IMPORTERS["cuda-l1"].import_path([f], probe=_refuse_every_task)
+    by_line = {q.origin.rsplit(":", 1)[1]: q for q in batch.quarantined}
+    assert by_line["1"].attempt_id == "cuda-l1:l40s:L1:T7"  # the row's own GPU
+    assert by_line["2"].attempt_id == "cuda-l1:export:L1:T8"  # none in the row: the file name's
+    assert by_line["3"].reason_code == "bad_type" and "gpu" in by_line["3"].reason
+    assert {c["gpu"] for c in batch.claims} == {"l40s", "export"}

@@ -3,7 +3,9 @@
 Each line carries the task's reference (`ref_code`), the authors' best candidate for it on that
 GPU (`custom_code`, a KernelBench `ModelNew` module, empty for some tasks) and five claimed
 speedups (`score_*`, against eager PyTorch, torch.compile, CUDA graphs and cuDNN baselines). The
-GPU comes from the file name. Each line is one attempt-bearing record; the speedups are claims.
+GPU is the row's own `gpu` field when it has one, else the file name's (the published corpus names
+its files after the GPU and leaves the rows without it). Each line is one attempt-bearing record; the
+speedups are claims.
 """
 from __future__ import annotations
 
@@ -72,12 +74,14 @@ class Reader:
             if isinstance(row, Quarantined):
                 out.append(row)
                 continue
-            rec = self._attempt(row, where, raw, gpu)
+            row_gpu = id_part(row["gpu"].strip().lower()) if row.get("gpu") is not None else gpu
+            rec = self._attempt(row, where, raw, row_gpu, "row" if row.get("gpu") is not None else "file_name")
             out.append(rec)
-            claims.extend(_claims(row, where, gpu, rec))
+            claims.extend(_claims(row, where, row_gpu, rec))
         return out, claims
 
-    def _attempt(self, row: dict[str, Any], where: str, raw: bytes, gpu: str) -> RawAttempt | Quarantined:
+    def _attempt(self, row: dict[str, Any], where: str, raw: bytes, gpu: str,
+                 gpu_from: str) -> RawAttempt | Quarantined:
         level, task = row["level_id"], row["task_id"]
         aid = f"cuda-l1:{gpu}:L{level}:T{task}"
         code = row.get("custom_code")
@@ -101,7 +105,8 @@ class Reader:
             "attempt_id": aid, "task_id": card.task_id, "agent": AGENT, "model": MODEL, "trajectory_id": aid,
             "turn": 1, "language": kb.language_of(code), "source": code, "entry_point": "ModelNew",
             "source_format": FORMAT, "claimed_speedup": _speedup(row.get("score_default")),
-            "extra": {"original_sha256": sha256_hex(raw), "gpu": gpu, "level_id": level, "source_task_id": task,
+            "extra": {"original_sha256": sha256_hex(raw), "gpu": gpu, "gpu_from": gpu_from, "level_id": level,
+                      "source_task_id": task,
                       "ref_sha256": sha256_hex(row["ref_code"]), "scores": scores,
                       "init_inputs": _init_inputs(row["ref_code"])},
         }
@@ -134,6 +139,10 @@ def _decode(raw: bytes, where: str) -> dict[str, Any] | Quarantined:
             return quarantine(where, None, "bad_type", f"{k} must be an integer in 1..{top}, got {str(v)[:40]!r}", raw)
     if not isinstance(row["ref_code"], str) or not row["ref_code"].strip():
         return quarantine(where, None, "bad_type", "ref_code must be a non-empty string", raw)
+    gpu = row.get("gpu")
+    if gpu is not None and not (isinstance(gpu, str) and gpu.strip() and len(gpu) <= 60):
+        return quarantine(where, None, "bad_type", f"gpu must be a GPU name (a short non-empty string) or absent, "
+                          f"got {str(gpu)[:40]!r}", raw)
     return row
 
 
@@ -155,7 +164,7 @@ def _claims(row: dict[str, Any], where: str, gpu: str, rec: RawAttempt | Quarant
 
 
 def gpu_of(path: Path) -> str:
-    """The GPU a CUDA-L1 file was tuned on, from its name (`h100.jsonl` -> `h100`)."""
+    """The GPU a CUDA-L1 file was tuned on, from its name (`h100.jsonl` -> `h100`), for rows without `gpu`."""
     return id_part(path.name.removesuffix(".jsonl").lower())
 
 

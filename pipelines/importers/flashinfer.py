@@ -46,6 +46,8 @@ AGENT = "flashinfer-bench"
 MAX_FILE_BYTES = 4 << 20
 ELEM = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
 FLOAT_OUT = ("float32", "float16", "bfloat16")
+INTEGER_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+"""Integer outputs (indices, samples, masks): they need a task-specific checker, not tolerances."""
 STATUSES = ("PASSED", "INCORRECT_SHAPE", "INCORRECT_NUMERICAL", "INCORRECT_DTYPE", "RUNTIME_ERROR",
             "COMPILE_ERROR", "TIMEOUT")
 DEFAULT_VAR_RANGE = (1, 8192)
@@ -133,9 +135,12 @@ def card_problem(d: Definition) -> TaskReject | None:
     if len(d.outputs) != 1:
         return TaskReject("multi_output", f"{len(d.outputs)} outputs; a card grades exactly one tensor")
     (out,) = d.outputs.values()
-    if out["dtype"] not in FLOAT_OUT:
+    if out["dtype"] in INTEGER_DTYPES:
         return TaskReject("integer_output", f"output dtype {out['dtype']} (indices or samples) needs a "
                           "task-specific checker, not tolerances")
+    if out["dtype"] not in FLOAT_OUT:
+        return TaskReject("unsupported_dtype", f"output dtype {str(out['dtype'])[:40]!r} is not one the grader "
+                          f"compares ({', '.join(FLOAT_OUT)})")
     for n, spec in d.inputs.items():
         if spec.get("shape") is None:
             return TaskReject("scalar_input", f"input {n} is a scalar; its legal values are not declared")
