@@ -1,4 +1,4 @@
-"""The `kerneltraj` command: release, status, lineage, import, publish, ui.
+"""The `kerneltraj` command: release, status, lineage, quarantine, import, imports, publish, ui.
 
 `kerneltraj release` materialises the whole release in this process against a real Dagster
 instance (DAGSTER_HOME, default <repo>/.kerneltraj/dagster_home), so the run, its logs, its
@@ -19,11 +19,37 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipelines.resources import REPO_ROOT, Settings, import_registry_path
+from pipelines.resources import REPO_ROOT, Settings, SettingsError, resolve_path
 
 TEMPLATE_YAML = REPO_ROOT / "dagster_home" / "dagster.yaml"
 RUN_TAG_PID = "kerneltraj/pid"
 RUN_TAG_HOST = "kerneltraj/host"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line that says where the help is (not the whole usage)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message}; see `{self.prog} -h`\n")
+
+
+def _fail(command: str, message: str) -> int:
+    """A problem the user can fix: one line on stderr naming the command, exit status 2."""
+    print(f"kerneltraj {command}: {message}", file=sys.stderr)
+    return 2
+
+
+def _at_least(least: float, kind: type = int):
+    """argparse type: a number of `kind` no smaller than `least`."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number") from None
+        if not value >= least:  # also refuses NaN
+            raise argparse.ArgumentTypeError(f"{text} is less than {least:g}")
+        return value
+    return parse
 
 
 def ensure_dagster_home(settings: Settings) -> Path:
@@ -164,6 +190,11 @@ def cmd_release(args: argparse.Namespace) -> int:
     from pipelines.definitions import RELEASE_JOB, build_defs
 
     settings = settings_from_args(args)
+    missing = [p for p in settings.inputs if not resolve_path(p).is_file()]
+    if missing:
+        return _fail("release", f"input {missing[0]} is not a file"
+                     f"{f' (nor are {len(missing) - 1} other inputs)' if len(missing) > 1 else ''}; give JSON-lines "
+                     "attempt files with --inputs (a vanished import: see `kerneltraj imports`)")
     home = ensure_dagster_home(settings)
     instance = dg.DagsterInstance.get()
     recover_stale_runs(instance)
@@ -200,23 +231,13 @@ def _instance_or_none(settings: Settings) -> Any:
 
 def cmd_status(args: argparse.Namespace) -> int:
     _quiet_dagster()
-    from pipelines.status import build_status
+    from pipelines.status import build_status, render_text
     from pipelines.warehouse import connect
 
     settings = settings_from_args(args)
     with connect(settings.warehouse_path, read_only=True) as con:
         status = build_status(con, _instance_or_none(settings))
-    if args.json:
-        print(json.dumps(status, indent=2, sort_keys=False, default=str))
-    else:
-        rel, led = status.get("release", {}), status.get("ledger", {})
-        print(f"release {rel.get('version')} ({rel.get('path')})")
-        print(f"ledger: {led.get('attempts_in')} in, {led.get('unaccounted')} unaccounted, "
-              f"states {led.get('terminal_states')}")
-        print("tables: " + ", ".join(f"{k}={v}" for k, v in status.get("tables", {}).items()))
-        failed = [c["name"] for c in status.get("checks", []) if c["passed"] is not True]
-        print(f"checks: {len(status.get('checks', [])) - len(failed)} passed"
-              + (f", not passed: {', '.join(failed)}" if failed else ""))
+    print(json.dumps(status, indent=2, sort_keys=False, default=str) if args.json else render_text(status))
     return 0
 
 
@@ -231,8 +252,8 @@ def cmd_lineage(args: argparse.Namespace) -> int:
         try:
             t = trace(con, args.record_id, _instance_or_none(settings), latest[0] if latest else None)
         except RecordNotFound as e:
-            print(str(e), file=sys.stderr)
-            return 2
+            return _fail("lineage", f"{e}; give an attempt id or a file:line from the inputs of the last "
+                         "release (`kerneltraj quarantine` lists the refused rows)")
     print(json.dumps(t, indent=2, default=str) if args.json else render_text(t))
     return 0
 
@@ -247,8 +268,8 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
         return 0
-    for r in rows:
-        print(f"{r['origin']}\t{r['reason_code']}\t{r['attempt_id'] or '-'}\t{r['reason']}")
+    for r in rows:  # the corpus's own file:line for an imported row, ours otherwise
+        print(f"{r['import_origin'] or r['origin']}\t{r['reason_code']}\t{r['attempt_id'] or '-'}\t{r['reason']}")
     counts: dict[str, int] = {}
     for r in rows:
         counts[r["reason_code"]] = counts.get(r["reason_code"], 0) + 1
@@ -257,71 +278,87 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
     return 0
 
 
-UNDECODABLE = frozenset({"bad_encoding", "bad_json"})
-"""Reason codes of records that are not text of the format at all (as opposed to a bad field)."""
-
-
-def undecodable_files(batch) -> dict[str, tuple[int, int]]:
-    """Source files most of whose records (at least 5) do not decode: {file: (undecodable, records)}.
-    Such a file is the wrong file or the wrong format; quarantining its noise row by row would fill
-    the quarantine table (and the release) with it."""
-    per: dict[str, list[int]] = {}
-    for origin, code in ([(a.origin, None) for a in batch.attempts]
-                         + [(q.origin, q.reason_code) for q in batch.quarantined + batch.rejected]):
-        counts = per.setdefault(origin.rsplit(":", 1)[0], [0, 0])
-        counts[0] += code in UNDECODABLE
-        counts[1] += 1
-    return {f: (bad, n) for f, (bad, n) in per.items() if n >= 5 and 2 * bad > n}
-
-
-def _write_jsonl(path: Path, rows: Sequence[dict]) -> None:
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True, default=list) + "\n" for r in rows))
-    tmp.replace(path)  # a reader sees the old file or the new one, never half
-
-
 def cmd_import(args: argparse.Namespace) -> int:
-    """Run an importer and keep its output under <state>/imports/<format>/ for the next release."""
-    from pipelines.importers import IMPORTERS
+    """Run an importer and keep its output under <state>/imports/<import id>/ for the next release."""
+    from grader.catalogue import load_catalogue
+    from pipelines import import_registry as reg
+    from pipelines.importers import IMPORTERS, path_problem, refusal
 
     if args.format not in IMPORTERS:
-        print(f"unknown format {args.format!r}; known: {', '.join(sorted(IMPORTERS))}", file=sys.stderr)
-        return 2
+        return _fail("import", f"unknown format {args.format!r}; known: {', '.join(sorted(IMPORTERS))}")
     settings = settings_from_args(args)
-    batch = IMPORTERS[args.format].import_path([Path(p).resolve() for p in args.paths])
-    refused = undecodable_files(batch)
-    if refused:
-        path, (bad, total) = next(iter(refused.items()))
-        print(f"kerneltraj import: {path} is not a {args.format} corpus: {bad} of its {total} records are not "
-              f"decodable JSON text; nothing was imported (check the format name and the file)", file=sys.stderr)
-        return 2
-    out = settings.state_dir / "imports" / args.format
-    out.mkdir(parents=True, exist_ok=True)
-    attempts = []
-    for a in batch.attempts:
-        d = dataclasses.asdict(a)
-        # Ingest re-homes origins to this file's lines; the corpus's own file:line stays in extra.
-        d["extra"] = {**d["extra"], "import_origin": d.pop("origin")}
-        attempts.append(d)
-    files = {"attempts": out / "attempts.jsonl", "quarantine": out / "quarantine.jsonl",
-             "tasks": out / "tasks.jsonl", "claims": out / "claims.jsonl", "rejected": out / "rejected.jsonl"}
-    _write_jsonl(files["attempts"], attempts)
-    _write_jsonl(files["quarantine"], [dataclasses.asdict(q) for q in batch.quarantined])
-    _write_jsonl(files["tasks"], [dataclasses.asdict(c) for c in batch.cards])
-    _write_jsonl(files["claims"], batch.claims)
-    _write_jsonl(files["rejected"], [dataclasses.asdict(q) for q in batch.rejected])
-    reg_path = import_registry_path(settings.state_dir)
-    registry = json.loads(reg_path.read_text()) if reg_path.is_file() else {}
-    registry[args.format] = {**{k: str(v) for k, v in files.items()}, "sources": [str(Path(p).resolve())
-                                                                                  for p in args.paths],
-                             "imported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    tmp = reg_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(registry, indent=1, sort_keys=True))
-    tmp.replace(reg_path)
-    print(json.dumps({"format": args.format, "attempts": len(batch.attempts), "quarantined": len(batch.quarantined),
+    paths = [Path(p).resolve() for p in args.paths]
+    problem = path_problem(args.format, paths)
+    if problem:
+        return _fail("import", problem)
+    batch = IMPORTERS[args.format].import_path(paths)
+    problem = refusal(batch, paths)
+    if problem:
+        return _fail("import", problem)
+    key = reg.import_id(args.format, paths)
+    rows = reg.batch_rows(batch)
+    conflicts = reg.card_conflicts(settings.state_dir, rows["tasks"], key)
+    if conflicts:
+        (task, other), more = conflicts[0], len(conflicts) - 1
+        return _fail("import", f"task {task} of this import differs from the card import {other} holds"
+                     f"{f' (and {more} more task(s))' if more else ''}; nothing was imported (remove that "
+                     f"import with `kerneltraj imports --remove {other}` if this one should replace it)")
+    known = set(load_catalogue()) | {c["task_id"] for c in rows["tasks"]} | reg.known_task_ids(settings.state_dir,
+                                                                                                  key)
+    for line in _import_warnings(args.format, batch, known, reg.attempt_overlap(
+            settings.state_dir, {a.attempt_id for a in batch.attempts}, key)):
+        print(f"kerneltraj import: warning: {line}", file=sys.stderr)
+    entry, replaced = reg.record(settings.state_dir, args.format, paths, rows)
+    print(json.dumps({"import": entry.import_id, "format": args.format, "replaced": replaced,
+                      "attempts": len(batch.attempts), "quarantined": len(batch.quarantined),
                       "tasks": len(batch.cards), "claims": len(batch.claims), "rejected": len(batch.rejected),
-                      "written_to": str(out)}, indent=1))
-    print("the next `kerneltraj release` ingests these attempts and task cards", file=sys.stderr)
+                      "written_to": str(Path(entry.files["attempts"]).parent)}, indent=1))
+    print(f"the next `kerneltraj release` ingests these attempts and task cards"
+          f"{' (this replaced the earlier import of the same files)' if replaced else ''}; "
+          f"`kerneltraj imports` lists every import", file=sys.stderr)
+    return 0
+
+
+def _import_warnings(fmt: str, batch, known: set[str], overlap: dict[str, int]) -> list[str]:
+    """Problems a user can fix now, rather than find as quarantined rows after the next release."""
+    from pipelines.importers import TASKS_FROM
+
+    out = []
+    orphans = sorted({a.task_id for a in batch.attempts} - known)
+    if orphans:
+        n = sum(a.task_id in orphans for a in batch.attempts)
+        out.append(f"{n} of {len(batch.attempts)} attempts name {len(orphans)} task(s) with no task card "
+                   f"(e.g. {orphans[0]}); the next release will quarantine them as unknown_task. To grade them, "
+                   f"import them again with what defines their tasks: {TASKS_FROM[fmt]}")
+    for other, n in sorted(overlap.items()):
+        out.append(f"{n} attempt id(s) of this import are also in import {other} (the same records twice?); "
+                   f"the next release quarantines the second copy as duplicate_id. Drop one with "
+                   f"`kerneltraj imports --remove {other}`")
+    return out
+
+
+def cmd_imports(args: argparse.Namespace) -> int:
+    """List the imports the next release reads, or remove one."""
+    from pipelines import import_registry as reg
+
+    settings = settings_from_args(args)
+    found = reg.entries(settings.state_dir)
+    if args.remove:
+        if args.remove not in {e.import_id for e in found}:
+            return _fail("imports", f"no import {args.remove!r}; known: "
+                         f"{', '.join(e.import_id for e in found) or 'none (run `kerneltraj import`)'}")
+        gone = reg.remove(settings.state_dir, args.remove)
+        print(f"removed import {gone.import_id} ({', '.join(gone.sources) or gone.format}); the next release "
+              f"leaves out its attempts", file=sys.stderr)
+        return 0
+    if args.json:
+        print(json.dumps([dataclasses.asdict(e) for e in found], indent=1))
+        return 0
+    for e in found:
+        counts = ", ".join(f"{k} {v}" for k, v in e.counts.items()) or "counts not recorded"
+        print(f"{e.import_id}\t{e.imported_at}\t{counts}\t{' '.join(e.sources)}")
+    print(f"{len(found)} import(s)" + ("; remove one with `kerneltraj imports --remove ID`" if found else
+                                        "; add one with `kerneltraj import FORMAT PATH`"), file=sys.stderr)
     return 0
 
 
@@ -399,10 +436,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kerneltraj", description=__doc__.splitlines()[0])
-    p.add_argument("--state-dir", help="project state folder (default <repo>/.kerneltraj)")
+    from pipelines.importers import LAYOUTS
+
+    p = _Parser(prog="kerneltraj", description=__doc__.splitlines()[0])
+    p.add_argument("--state-dir", help="project state folder (default KERNELTRAJ_STATE_DIR or <repo>/.kerneltraj)")
     p.add_argument("--warehouse", help="DuckDB warehouse file (default <state>/warehouse.duckdb)")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser("release", help="materialise a complete dataset release in-process")
     r.add_argument("--version", help="release version (default v<package version>)")
@@ -410,20 +449,21 @@ def build_parser() -> argparse.ArgumentParser:
                                                                 "demo/malformed.jsonl plus imports)")
     r.add_argument("--mode", choices=("zygote", "fresh"), help="grader worker mode of the primary pass")
     r.add_argument("--revalidation-mode", choices=("zygote", "fresh"), help="worker mode of the recheck")
-    r.add_argument("--workers", type=int, help="grader worker processes")
+    r.add_argument("--workers", type=_at_least(1), help="grader worker processes, at least 1")
     r.add_argument("--profile", choices=("auto", "cpu", "gpu"), help="size profile")
-    r.add_argument("--timeout-s", type=float, help="per-attempt grading budget, seconds")
-    r.add_argument("--retries", type=int, help="extra tries for infra errors")
+    r.add_argument("--timeout-s", type=_at_least(0.001, float), help="per-attempt grading budget, seconds")
+    r.add_argument("--retries", type=_at_least(0), help="extra tries for infra errors, 0 or more")
     r.add_argument("-v", "--verbose", action="store_true", help="also print Dagster's own event log")
     r.set_defaults(fn=cmd_release)
 
-    s = sub.add_parser("status", help="summary of the latest release")
+    s = sub.add_parser("status", help="summary of the latest release: ledger, checks, splits, revalidation, "
+                                      "learning verdict")
     s.add_argument("--json", action="store_true", help="machine-readable JSON (a dict of sections)")
     s.set_defaults(fn=cmd_status)
 
     lin = sub.add_parser("lineage", help="a record's way back to its raw attempt and grading runs")
-    lin.add_argument("record_id", help="attempt id (or a quarantined row's file:line)")
-    lin.add_argument("--json", action="store_true")
+    lin.add_argument("record_id", help="attempt id, or the file:line of a row (admitted or quarantined)")
+    lin.add_argument("--json", action="store_true", help="machine-readable JSON instead of text")
     lin.set_defaults(fn=cmd_lineage)
 
     qua = sub.add_parser("quarantine", help="list the rows the last ingest quarantined: file:line, reason code, "
@@ -432,13 +472,20 @@ def build_parser() -> argparse.ArgumentParser:
     qua.add_argument("--json", action="store_true", help="one JSON array instead of tab-separated lines")
     qua.set_defaults(fn=cmd_quarantine)
 
-    imp = sub.add_parser("import", help="import an external corpus (its attempts join the next release)")
-    imp.add_argument("format", help="the corpus's layout: cuda-l1 (CUDA-L1 JSON lines, e.g. "
-                                    "../shared/data/cuda-l1/h100.jsonl), kernelbench (KernelBench run and task "
-                                    "folders) or flashinfer-bench (a FlashInfer-Bench trace set: definitions/, "
-                                    "solutions/, traces/)")
-    imp.add_argument("paths", nargs="+", help="files or folders of that corpus")
+    imp = sub.add_parser("import", help="import an external corpus (its attempts join the next release)",
+                         formatter_class=argparse.RawDescriptionHelpFormatter,
+                         epilog="formats:\n" + "\n".join(f"  {name:<17} {layout}"
+                                                         for name, (_, layout) in LAYOUTS.items()))
+    imp.add_argument("format", choices=sorted(LAYOUTS), metavar="FORMAT",
+                     help=f"the corpus's layout: {', '.join(LAYOUTS)} (what each reads: below)")
+    imp.add_argument("paths", nargs="+", help="files or folders of that corpus (importing the same paths again "
+                                              "replaces that import; other paths add one)")
     imp.set_defaults(fn=cmd_import)
+
+    imps = sub.add_parser("imports", help="list the imports the next release reads, or remove one")
+    imps.add_argument("--remove", metavar="IMPORT_ID", help="drop this import (an id from the list)")
+    imps.add_argument("--json", action="store_true", help="one JSON array instead of tab-separated lines")
+    imps.set_defaults(fn=cmd_imports)
 
     pub = sub.add_parser("publish", help="publish the latest (or a named) release to a Hugging Face Hub repo")
     pub.add_argument("--version", help="release version to publish (default the latest release)")
@@ -450,8 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
     pub.set_defaults(fn=cmd_publish)
 
     ui = sub.add_parser("ui", help="start the Dagster UI (webserver + daemon) on this project's instance")
-    ui.add_argument("--host", default="127.0.0.1")
-    ui.add_argument("--port", type=int, default=3000)
+    ui.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    ui.add_argument("--port", type=_at_least(1), default=3000, help="port to listen on (default 3000)")
     ui.set_defaults(fn=cmd_ui)
     return p
 
@@ -462,8 +509,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.fn(args) or 0)
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError) as e:
         # A missing warehouse or input file, or a file where a folder belongs: a usage problem, not a crash.
-        print(f"kerneltraj {args.command}: {e}", file=sys.stderr)
-        return 2
+        return _fail(args.command, str(e))
+    except SettingsError as e:
+        return _fail(args.command, str(e))
 
 
 if __name__ == "__main__":

@@ -36,12 +36,15 @@ def _run(instance: dg.DagsterInstance | None, run_id: str | None) -> dict[str, A
 
 def trace(con: duckdb.DuckDBPyConnection, record_id: str, instance: dg.DagsterInstance | None = None,
           release: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The lineage of one attempt id (or quarantined origin); raises RecordNotFound."""
+    """The lineage of one attempt id, or of the row at a file:line (admitted or quarantined; ours or
+    an imported corpus's own); raises RecordNotFound."""
     p = {"record_id": record_id}
     raw = query_dicts(con, load_sql("lineage.raw_attempt"), p)
+    if raw:  # found by file:line: everything after the raw row is keyed by its attempt id
+        p = {"record_id": raw[0]["attempt_id"]}
     quarantined = [_iso(q) for q in query_dicts(con, load_sql("lineage.quarantined"), p)]
     if not raw and not quarantined:
-        raise RecordNotFound(f"no attempt or quarantined row with id {record_id!r}")
+        raise RecordNotFound(f"no attempt id or file:line {record_id!r} in the warehouse")
     grades = [_iso(g) for g in query_dicts(con, load_sql("lineage.grades"), p)]
     reval = query_dicts(con, load_sql("lineage.revalidation"), p)
     traj = query_dicts(con, load_sql("lineage.trajectory"), p)
@@ -76,31 +79,46 @@ def trace(con: duckdb.DuckDBPyConnection, record_id: str, instance: dg.DagsterIn
     return out
 
 
+def _text(v: Any) -> str:
+    """A value as a person reads it: no Python reprs of None, lists or dicts."""
+    if v is None:
+        return "-"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_text(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(_text, v)) or "-"
+    return str(v)
+
+
 def render_text(t: dict[str, Any]) -> str:
     """A short human-readable form of `trace`'s result."""
-    lines = [f"record {t['record_id']}  terminal state: {t['terminal_state']}"]
+    state = _text(t["terminal_state"]) if t["terminal_state"] else "none yet (the ledger has not seen it)"
+    lines = [f"record {t['record_id']}  terminal state: {state}"]
     r = t["raw_attempt"]
     if r:
-        lines.append(f"  raw attempt   {r['origin']}  agent={r['agent']} model={r['model']} "
-                     f"trajectory={r['trajectory_id']} turn={r['turn']}")
-        lines.append(f"                task={r['task_id']} source_sha256={r['source_sha256'][:16]}…"
-                     + (f" imported from {r['import_origin']}" if r.get("import_origin") else ""))
+        lines.append(f"  raw attempt   {r['attempt_id']} at {r['origin']}"
+                     + (f" (imported from {r['import_origin']})" if r.get("import_origin") else ""))
+        lines.append(f"                agent={r['agent']} model={r['model']} trajectory={r['trajectory_id']} "
+                     f"turn={r['turn']} task={r['task_id']} source_sha256={r['source_sha256'][:16]}…")
     for q in t["quarantined"]:
-        lines.append(f"  quarantined   {q['origin']}  {q['reason_code']}: {q['reason']}")
+        lines.append(f"  quarantined   {q['origin']}"
+                     + (f" (imported from {q['import_origin']})" if q.get("import_origin") else "")
+                     + f"  {q['reason_code']}: {q['reason']}")
     for g in t["grades"]:
         lines.append(f"  grade {g['grading_pass']:<12} {g['status']:<14} reward={g['reward']:.4g} "
                      f"grader={g['grader_version']} task_rev={g['task_revision']} seed={g['seed']} "
                      f"fp={g['fingerprint_id']} run={g['run_id']}{'' if g['current'] else ' (superseded)'}")
     if t["revalidation"]:
         v = t["revalidation"]
-        lines.append(f"  recheck       labels {v['primary_label']} / {v['revalidation_label']}  "
-                     f"revalidated={v['revalidated']} near_tie={v['ambiguous_near_tie']}")
+        lines.append(f"  recheck       speed labels {_text(v['primary_label'])} then "
+                     f"{_text(v['revalidation_label'])}; revalidated={_text(v['revalidated'])} "
+                     f"near_tie={_text(v['ambiguous_near_tie'])}")
     if t["split"]:
         lines.append(f"  split         {t['split']['split']} (family {t['split']['family']}, "
                      f"manifest {t['split']['split_version']})")
     for f in t["fingerprints"]:
         fp = f["fingerprint"]
-        lines.append(f"  hardware      {f['fingerprint_id']}: {fp.get('gpu_name') or fp.get('device') or fp}")
+        lines.append(f"  hardware      {f['fingerprint_id']}: {_text(fp.get('gpu_name') or fp.get('device') or fp)}")
     if "release" in t:
         lines.append(f"  release       {t['release']['version']} published={t['release']['published']}")
     for step, run in t["dagster_runs"].items():

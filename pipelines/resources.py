@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
-import json
+import math
 import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal, Sequence
+from typing import Any, Iterator, Literal, Sequence
 
 import dagster as dg
 import duckdb
 
 from grader.contract import GradeRequest, GradeResult, Status
-from pipelines import warehouse
+from pipelines import import_registry, warehouse
 
 REPO_ROOT = warehouse.REPO_ROOT
 DEFAULT_INPUTS = ("demo/attempts.jsonl", "demo/malformed.jsonl")
@@ -65,7 +65,7 @@ class Settings:
     def from_env(env: dict[str, str] | None = None) -> "Settings":
         env = dict(os.environ if env is None else env)
         state = Path(env.get("KERNELTRAJ_STATE_DIR") or REPO_ROOT / ".kerneltraj")
-        imported = read_import_registry(state)
+        imported = import_registry.files_by_kind(state)
         inputs = _paths(env.get("KERNELTRAJ_INPUTS")) or DEFAULT_INPUTS + imported["attempts"]
         tasks = _paths(env.get("KERNELTRAJ_TASK_FILES")) or imported["tasks"]
         quarantine = _paths(env.get("KERNELTRAJ_QUARANTINE_FILES")) or imported["quarantine"]
@@ -79,30 +79,34 @@ class Settings:
             quarantine_files=quarantine,
             grader_mode=env.get("KERNELTRAJ_GRADER_MODE", "zygote"),
             revalidation_mode=env.get("KERNELTRAJ_REVALIDATION_MODE", "zygote"),
-            workers=int(env.get("KERNELTRAJ_WORKERS", "1")),
-            timeout_s=float(env.get("KERNELTRAJ_TIMEOUT_S", "60")),
+            workers=_number(env, "KERNELTRAJ_WORKERS", "1", int, 1),
+            timeout_s=_number(env, "KERNELTRAJ_TIMEOUT_S", "60", float, 1e-3),
             profile=env.get("KERNELTRAJ_PROFILE", "auto"),
-            retries=int(env.get("KERNELTRAJ_RETRIES", "1")),
+            retries=_number(env, "KERNELTRAJ_RETRIES", "1", int, 0),
             release_version=env.get("KERNELTRAJ_RELEASE_VERSION") or default_release_version(),
             hub_endpoint=env.get("KERNELTRAJ_HUB_ENDPOINT") or "https://huggingface.co",
             hub_repo=env.get("KERNELTRAJ_HUB_REPO", ""),
         )
 
 
+class SettingsError(ValueError):
+    """A KERNELTRAJ_* variable holds a value kerneltraj cannot use (the message names it)."""
+
+
+def _number(env: dict[str, str], name: str, default: str, kind: type, least: float) -> Any:
+    text = env.get(name) or default
+    try:
+        value = kind(text)
+    except ValueError:
+        value = None
+    if value is None or math.isnan(value) or value < least:
+        raise SettingsError(f"{name}={text!r} is not a {'whole ' if kind is int else ''}number of at least "
+                            f"{least:g}; set it to one, or unset it for the default {default}")
+    return value
+
+
 def _paths(value: str | None) -> tuple[str, ...]:
     return tuple(p for p in (value or "").split(os.pathsep) if p)
-
-
-def import_registry_path(state_dir: Path) -> Path:
-    return state_dir / "imports" / "registry.json"
-
-
-def read_import_registry(state_dir: Path) -> dict[str, tuple[str, ...]]:
-    """Files written by `kerneltraj import`, by kind: attempts, tasks, quarantine."""
-    path = import_registry_path(state_dir)
-    entries = json.loads(path.read_text()) if path.is_file() else {}
-    return {kind: tuple(e[kind] for _, e in sorted(entries.items()) if e.get(kind))
-            for kind in ("attempts", "tasks", "quarantine")}
 
 
 def default_release_version() -> str:

@@ -1,15 +1,18 @@
--- Queries of `kerneltraj lineage`, loaded as `lineage.<name>`; each takes $record_id (an attempt id).
+-- Queries of `kerneltraj lineage`, loaded as `lineage.<name>`; each takes $record_id (an attempt id;
+-- `raw_attempt` and `quarantined` also take a row's file:line, ours or the imported corpus's own).
 
 -- name: raw_attempt
 SELECT r.attempt_id, r.task_id, r.agent, r.model, r.trajectory_id, r.turn, r.language, r.origin,
        r.source_sha256, r.source_format, f.path AS input_file, r.input_sha256,
        json_extract_string(r.extra, '$.import_origin') AS import_origin, r.run_id AS ingest_run_id, r.ingested_at
 FROM raw_attempts r LEFT JOIN input_files f ON f.sha256 = r.input_sha256
-WHERE r.attempt_id = $record_id;
+WHERE r.attempt_id = $record_id OR r.origin = $record_id
+   OR json_extract_string(r.extra, '$.import_origin') = $record_id;
 
 -- name: quarantined
-SELECT origin, attempt_id, reason_code, reason, input_sha256, run_id AS ingest_run_id
-FROM quarantine WHERE attempt_id = $record_id OR origin = $record_id ORDER BY origin;
+SELECT origin, attempt_id, reason_code, reason, import_origin, input_sha256, run_id AS ingest_run_id
+FROM quarantine WHERE attempt_id = $record_id OR origin = $record_id OR import_origin = $record_id
+ORDER BY origin;
 
 -- name: grades
 -- Every grade ever taken of the attempt (current or not), newest first.

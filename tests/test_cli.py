@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -57,9 +58,41 @@ def test_status_without_a_warehouse_says_so(tmp_path):
     assert "no warehouse" in proc.stderr and "kerneltraj release" in proc.stderr
 
 
+def _one_line(proc, code: int = 2) -> str:
+    """The stderr of a refused command: exit `code`, exactly one line, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    return lines[0]
+
+
 def test_import_rejects_unknown_format(tmp_path):
-    proc = _run(project_env(tmp_path, ()), "import", "no-such-format", str(tmp_path))
-    assert proc.returncode == 2 and "known:" in proc.stderr
+    line = _one_line(_run(project_env(tmp_path, ()), "import", "no-such-format", str(tmp_path)))
+    assert "no-such-format" in line and "cuda-l1" in line and "kernelbench -h" not in line
+
+
+def test_bad_arguments_are_one_line_each(tmp_path):
+    """Mistakes a user can make on the command line: each is one line that says what to do."""
+    env = project_env(tmp_path, ())
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file.bin").write_bytes(b"x")
+    cases = [
+        (("release", "--workers", "0"), "--workers"),
+        (("release", "--timeout-s", "-1"), "--timeout-s"),
+        (("release", "--inputs", str(tmp_path / "none.jsonl")), "none.jsonl is not a file"),
+        (("import", "cuda-l1", str(tmp_path / "none.jsonl")), "does not exist"),
+        (("import", "kernelbench", str(tmp_path / "file.bin")), "reads folders"),
+        (("import", "flashinfer-bench", str(tmp_path / "empty")), "found no flashinfer-bench records"),
+        (("import", "cuda-l1", str(tmp_path / "empty")), "found no cuda-l1 records"),
+        (("imports", "--remove", "cuda-l1/nope"), "no import 'cuda-l1/nope'"),
+        (("ui", "--port", "http"), "--port"),
+        (("lineage",), "record_id"),
+    ]
+    for args, says in cases:
+        assert says in _one_line(_run(env, *args)), args
+    assert not (tmp_path / "state" / "imports").exists()
+    bad_env = {**env, "KERNELTRAJ_WORKERS": "many"}
+    assert "KERNELTRAJ_WORKERS='many'" in _one_line(_run(bad_env, "status"))
 
 
 @pytest.mark.slow
@@ -75,7 +108,7 @@ def test_import_feeds_the_next_ingest(tmp_path, monkeypatch):
     summary = json.loads(proc.stdout)
     assert summary["attempts"] + summary["quarantined"] == 4
     settings = Settings.from_env(env)
-    assert any("imports/cuda-l1/attempts.jsonl" in p for p in settings.inputs)
+    assert any("imports/cuda-l1/h100-" in p and p.endswith("/attempts.jsonl") for p in settings.inputs)
     assert settings.task_files and settings.quarantine_files
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
@@ -105,12 +138,35 @@ def test_publish_of_a_version_never_built_is_one_line(tmp_path):
         assert len(lines) == 1 and "no release v9.9" in lines[0] and "kerneltraj release" in lines[0], lines
 
 
+def _grader(*args):
+    return subprocess.run([sys.executable, "-m", "grader", *args], capture_output=True, text=True, timeout=120,
+                          cwd=REPO_ROOT)
+
+
 def test_grader_cli_with_a_missing_requests_file_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "grader", "grade", "--in", str(tmp_path / "none.jsonl")],
-                          capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "cannot read the requests file" in lines[0], lines
+    assert "cannot read the requests file" in _one_line(_grader("grade", "--in", str(tmp_path / "none.jsonl")))
+
+
+def test_grader_cli_usage_errors_are_one_line(tmp_path):
+    """An unknown task is the user's mistake, said before any worker starts, not an infra_error grade."""
+    req = {"attempt_id": "a1", "task_id": "no_such_task", "source": "def run(x):\n    return x\n",
+           "language": "triton"}
+    good = {**req, "task_id": "gelu_fp32"}
+    (tmp_path / "unknown.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(req) + "\n")
+    (tmp_path / "good.jsonl").write_text(json.dumps(good) + "\n")
+    out = tmp_path / "results.jsonl"
+    line = _one_line(_grader("grade", "--in", str(tmp_path / "unknown.jsonl"), "--out", str(out)))
+    assert "unknown.jsonl:2" in line and "'no_such_task'" in line and "python -m grader tasks" in line
+    assert not out.exists()
+    good_in = ("--in", str(tmp_path / "good.jsonl"))
+    assert "cannot write the results file" in _one_line(
+        _grader("grade", *good_in, "--out", str(tmp_path / "no" / "dir" / "r.jsonl")))
+    assert "cannot read the task-card file" in _one_line(
+        _grader("grade", *good_in, "--catalogue-extra", str(tmp_path / "none.jsonl")))
+    assert "not a JSON-lines file of task cards" in _one_line(
+        _grader("grade", *good_in, "--catalogue-extra", str(tmp_path / "good.jsonl")))
+    assert "--workers" in _one_line(_grader("grade", *good_in, "--workers", "0"))
+    assert "--device" in _one_line(_grader("grade", *good_in, "--device", "tpu"))
 
 
 def test_import_help_names_every_importer():
@@ -171,24 +227,121 @@ def test_quarantine_lists_every_row_with_its_reason_and_file_line(tmp_path, monk
 def test_import_of_random_bytes_is_refused_and_writes_nothing(tmp_path):
     """From the release issue: 2 MB of random bytes became 8,069 quarantined rows and a release."""
     garbage = tmp_path / "garbage.bin"
-    garbage.write_bytes(os.urandom(200_000))
+    garbage.write_bytes(os.urandom(2_000_000))
     env = project_env(tmp_path, ())
-    for fmt in ("cuda-l1", "kernelbench"):
-        proc = _run(env, "import", fmt, str(garbage))
-        assert proc.returncode == 2, proc.stderr
-        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "not a cuda-l1 corpus" in _run(env, "import", "cuda-l1", str(garbage)).stderr
+    assert "not a cuda-l1 corpus" in _one_line(_run(env, "import", "cuda-l1", str(garbage)))
+    assert "reads folders" in _one_line(_run(env, "import", "kernelbench", str(garbage)))
     assert not (tmp_path / "state" / "imports").exists()
 
 
 def test_a_corpus_with_a_few_bad_lines_still_imports(tmp_path):
-    from pipelines.importers import ImportBatch
+    from pipelines.importers import ImportBatch, undecodable_files
     from pipelines.rawattempt import Quarantined
 
     bad = [Quarantined(f"a.jsonl:{i}", None, "bad_json", "not JSON", "") for i in range(3)]
     batch = ImportBatch(format="cuda-l1", attempts=[], quarantined=bad, cards=[], claims=[])
-    assert cli.undecodable_files(batch) == {}  # fewer than 5 records: too few to call it noise
+    assert undecodable_files(batch) == {}  # fewer than 5 records: too few to call it noise
     more = bad + [Quarantined(f"a.jsonl:{i}", "x", "unknown_task", "no card", "") for i in range(10, 17)]
-    assert cli.undecodable_files(ImportBatch("cuda-l1", [], more, [], [])) == {}
+    assert undecodable_files(ImportBatch("cuda-l1", [], more, [], [])) == {}
     noise = bad + [Quarantined(f"a.jsonl:{i}", None, "bad_encoding", "binary", "") for i in range(10, 17)]
-    assert cli.undecodable_files(ImportBatch("cuda-l1", [], noise, [], [])) == {"a.jsonl": (10, 10)}
+    assert undecodable_files(ImportBatch("cuda-l1", [], noise, [], [])) == {"a.jsonl": (10, 10)}
+
+
+needs_cuda_l1 = pytest.mark.skipif(not (SHARED_DATA / "cuda-l1" / "a100.jsonl").is_file(),
+                                   reason="shared CUDA-L1 corpus not present")
+
+
+@needs_cuda_l1
+def test_two_files_of_one_corpus_are_both_kept(tmp_path):
+    """From the release issue: importing a100.jsonl after h100.jsonl silently replaced the h100 import."""
+    env = project_env(tmp_path, ())
+    env.pop("KERNELTRAJ_INPUTS")
+    files = {}
+    for gpu in ("h100", "a100"):
+        files[gpu] = tmp_path / f"{gpu}.jsonl"
+        files[gpu].write_bytes(b"\n".join((SHARED_DATA / "cuda-l1" / f"{gpu}.jsonl").read_bytes()
+                                          .split(b"\n")[:2]) + b"\n")
+        proc = _run(env, "import", "cuda-l1", str(files[gpu]), timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert not json.loads(proc.stdout)["replaced"]
+    listed = json.loads(_run(env, "imports", "--json").stdout)
+    assert sorted(s for e in listed for s in e["sources"]) == sorted(str(f) for f in files.values())
+    settings = Settings.from_env(env)
+    ids = {json.loads(line)["attempt_id"] for p in settings.inputs if "imports" in p
+           for line in Path(p).read_text().splitlines()}
+    assert {i.split(":")[1] for i in ids} == {"h100", "a100"}
+    # the same file again replaces its own import only
+    again = _run(env, "import", "cuda-l1", str(files["h100"]), timeout=300)
+    assert json.loads(again.stdout)["replaced"] and len(json.loads(_run(env, "imports", "--json").stdout)) == 2
+    text = _run(env, "imports")
+    assert text.returncode == 0 and len(text.stdout.splitlines()) == 2 and "2 import(s)" in text.stderr
+    a100 = next(e["import_id"] for e in listed if e["sources"] == [str(files["a100"])])
+    assert _run(env, "imports", "--remove", a100).returncode == 0
+    assert [e["sources"] for e in json.loads(_run(env, "imports", "--json").stdout)] == [[str(files["h100"])]]
+    assert not any("a100" in p for p in Settings.from_env(env).inputs)
+
+
+def test_kernelbench_runs_without_their_tasks_warn_at_import(tmp_path):
+    """From the release issue: `import kernelbench` found 0 tasks silently; the attempts were
+    quarantined unknown_task one release later."""
+    env = project_env(tmp_path, ())
+    proc = _run(env, "import", "kernelbench", str(REPO_ROOT / "tests" / "fixtures" / "kernelbench_run" / "runs"),
+                timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    warning = [ln for ln in proc.stderr.splitlines() if "warning" in ln]
+    assert summary["tasks"] == 0 and len(warning) == 1
+    assert f"{summary['attempts']} of {summary['attempts']} attempts" in warning[0]
+    assert "unknown_task" in warning[0] and "problems folder" in warning[0]
+
+
+def test_lineage_by_file_line_and_readable_text(tmp_path, monkeypatch, demo_subset):
+    """An admitted row's file:line leads to its attempt; the text has no Python reprs."""
+    attempts, malformed = demo_subset
+    env = project_env(tmp_path, (attempts, malformed))
+    settings = Settings.from_env(env)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    cli.ensure_dagster_home(settings)
+    wh = Warehouse(path=str(settings.warehouse_path))
+    with dg.DagsterInstance.get() as instance:
+        assert dg.materialize([ingest.raw_attempts], instance=instance, resources={
+            "warehouse": wh, "attempt_sources": AttemptSources(paths=[str(attempts), str(malformed)])}).success
+    with connect(wh.path) as con:
+        admitted = query_dicts(con, "SELECT attempt_id, origin FROM raw_attempts ORDER BY origin LIMIT 1")[0]
+    env["DAGSTER_HOME"] = str(tmp_path / "home")
+    by_line = _run(env, "lineage", admitted["origin"])
+    assert by_line.returncode == 0, by_line.stderr
+    assert admitted["attempt_id"] in by_line.stdout and "terminal state: none yet" in by_line.stdout
+    assert not any(bad in by_line.stdout for bad in ("None", "[", "{", "'"))
+    as_json = json.loads(_run(env, "lineage", "--json", admitted["origin"]).stdout)
+    assert as_json["raw_attempt"]["attempt_id"] == admitted["attempt_id"]
+    line = _one_line(_run(env, "lineage", str(attempts) + ":99999"))
+    assert "kerneltraj quarantine" in line
+
+
+def test_plain_status_names_splits_revalidation_and_the_learning_verdict():
+    from pipelines.status import render_text
+
+    status = {
+        "release": {"version": "v1.2.3", "path": "/r/v1.2.3", "published": None},
+        "ledger": {"attempts_in": 14, "unaccounted": 0, "terminal_states": {"revalidated": 10, "quarantined": 4}},
+        "tables": {"raw_attempts": 10}, "checks": [{"name": "a:b", "passed": True}, {"name": "c:d", "passed": False}],
+        "splits": {"version": "v1", "manifest_sha256": "ab" * 32, "sizes": {"train": 15, "test_heldout": 6},
+                   "leakage": {"task_in_two_splits": 0, "near_duplicate_code": 2}},
+        "revalidation": {"recheck": {"units": 10, "agree": 8, "disagree": 1, "ambiguous": 1, "missing": 0,
+                                     "agree_rate": 0.8, "false_fast": 1, "first_fast": 3, "throughput": None},
+                         "contention": None},
+        "learning_comparison": {"verdict": "inconclusive", "n_tasks": 6, "regressed_families": [], "metrics": [
+            {"metric": "fast_1", "scope": "overall", "baseline": 0.5, "treatment": 0.6, "diff": 0.1,
+             "ci_low": -0.2, "ci_high": 0.4, "verdict": "inconclusive"}]},
+    }
+    text = render_text(status)
+    lines = {ln.split()[0]: ln for ln in text.splitlines()}
+    assert "1 of 2 passed" in lines["checks"] and "c:d" in lines["checks"]
+    assert "train 15" in lines["splits"] and "near_duplicate_code 2" in lines["splits"]
+    assert "8 agree" in lines["revalidation"] and "80.0%" in lines["revalidation"]
+    assert "false-fast 1 of 3" in lines["revalidation"]
+    assert "verdict inconclusive over 6 held-out tasks" in lines["learning"]
+    assert "fast_1" in lines and "0.5 -> 0.6" in lines["fast_1"]
+    assert "{" not in text and "None" not in text
+    assert "none yet" in render_text({"release": {"version": None, "note": "no release yet"}})
