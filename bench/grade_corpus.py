@@ -50,12 +50,16 @@ def adversarial_requests(gpu_focus: bool = False) -> list[tuple[GradeRequest, di
     return out
 
 
-BOUNDARY_REASONS = {"interpreter_state", "audit_channel", "dispatcher_escape", "library_compute"}
-"""Reasons of the call boundary (GRADER.md): planted on CPU, their floors must hold on a CUDA build too."""
+BOUNDARY_REASONS = {"interpreter_state", "audit_channel", "dispatcher_escape", "library_compute", "protocol_forged",
+                    "output_flood"}
+"""Reasons of the call boundary (GRADER.md) and of the wire: planted on CPU, their floors must hold on a CUDA
+build too."""
 
 
 def _escape(case: dict) -> bool:
-    return case.get("threat") is not None and bool(BOUNDARY_REASONS & set(case.get("expect_reasons", [])))
+    """A call-boundary or wire escape, or a reach out of the sandbox (threat 22: namespaces, /proc, files)."""
+    return case.get("threat") is not None and (case["threat"] == 22
+                                               or bool(BOUNDARY_REASONS & set(case.get("expect_reasons", []))))
 
 
 def expert_requests() -> list[tuple[GradeRequest, dict]]:

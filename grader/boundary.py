@@ -242,3 +242,34 @@ def make_state_check(torch_types: list, _id=id, _vars=vars, _len=len, _tuple=tup
         return changed
 
     return check
+
+
+WORKER_OPS = frozenset({
+    "_to_copy", "add_", "alias", "as_strided", "clone", "contiguous", "copy_", "detach", "empty", "empty_strided",
+    "fill_", "full", "lift_fresh", "mul_", "normal_", "rand", "randint", "randn", "random_", "reshape", "resize_",
+    "set_", "slice", "to", "uniform_", "view", "zero_", "zeros"})
+"""The aten ops the worker's main thread dispatches itself: drawing inputs, poisoning and flushing, copying
+and viewing the output, cloning kept inputs, upcasting for a reference, filling a memfd."""
+
+
+def make_dispatch_check(torch, ops: frozenset = WORKER_OPS) -> "callable":
+    """A closure listing the worker's own aten ops whose registered kernels changed since it was made.
+
+    A kernel registered from Python for one of them (through `torch.library` reached by an assembled
+    name, or `torch._C` directly; the static check refuses only what it can read) would run the
+    candidate's code on the worker's thread: while it draws the next inputs (work done before the
+    clock starts) or copies the output. Every overload of each op is compared by the dispatcher's
+    own registration listing, read through a C function bound now."""
+    dump = torch._C._dispatch_dump
+    names = tuple(sorted(n for n in torch._C._dispatch_get_all_op_names()
+                         if n.startswith("aten::") and n[6:].split(".", 1)[0] in ops
+                         and not any(w in n.partition(".")[2] for w in ("out", "names", "Dimname"))))
+    base = tuple(map(dump, names))
+
+    def check(_map=map, _dump=dump, _names=names, _base=base, _zip=zip) -> list[str]:
+        now = tuple(_map(_dump, _names))
+        if now == _base:
+            return []
+        return [f"registered a kernel for the worker's own op {n}" for n, a, b in _zip(_names, _base, now) if a != b]
+
+    return check

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.6.0"
+GRADER_VERSION = "0.7.0"
 """Bumped whenever anything that can move a reward changes (protocol, tolerances, timing)."""
 
 REWARD_FLOOR = -24.0
@@ -68,6 +68,8 @@ class Reason(str, enum.Enum):
     AUDIT_CHANNEL = "audit_channel"            # replaced or closed the channel that reports its reaches
     DISPATCHER_ESCAPE = "dispatcher_escape"    # static: reaches past the dispatcher (torch.library, redispatch, modes)
     LIBRARY_COMPUTE = "library_compute"        # an own-kernel candidate computed with library ops
+    PROTOCOL = "protocol_forged"               # wrote a frame of its own onto the grader's protocol channel
+    OUTPUT_FLOOD = "output_flood"              # printed more than the worker's log may hold
     COMPILE = "compile"                        # import/JIT compilation failed
     EXCEPTION = "exception"                    # raised during a call
     OOM = "out_of_memory"

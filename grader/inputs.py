@@ -57,8 +57,6 @@ def make_inputs(specs: list[dict], seed: int, device: str) -> list:
 
 def upcast(tensors: list) -> list:
     """Float inputs to float64 for the reference; integer inputs unchanged."""
-    import torch
-
     return [t.double() if t.is_floating_point() else t for t in tensors]
 
 

@@ -65,7 +65,7 @@ class WorkerConn:
         self.sock.settimeout(max(timeout_s, 0.001))
         t0 = time.perf_counter_ns()
         wire.send(self.sock, msg, payload)
-        reply, payload = wire.recv(self.sock)
+        reply, payload = wire.recv(self.sock, wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0))
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 
     def drain_audit(self) -> list[str]:
@@ -162,9 +162,11 @@ class Slot:
         self.index, self.mode, self.device = index, mode, device
         self.uid, self._uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
         # The expert's workers run under a uid of their own: a candidate can neither signal nor
-        # trace the process that its reward is measured against.
+        # trace the process that its reward is measured against. The task references (corpus code)
+        # get a third: a hostile reference can reach neither the expert nor a candidate.
         self.expert_uid, self._expert_uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
-        self._experts: dict[str, WorkerConn] = {}
+        self.reference_uid, self._reference_uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
+        self._kept: dict[str, WorkerConn] = {}
         self.config = {
             "device": device, "hide": hide, "reveal": list(reveal), "tmp_mb": tmp_mb, "uid": self.uid, "nproc": 512, "nofile": 1024,
             "fsize_mb": 512, "address_space_mb": address_space_mb if device == "cpu" else None,
@@ -200,15 +202,15 @@ class Slot:
         if not reply.get("ready"):
             raise RuntimeError(f"zygote {self.index} failed to start: {reply}")
 
-    def spawn(self, timeout_s: float, memory_limit_mb: int | None = None, *, expert: bool = False) -> WorkerConn:
+    def spawn(self, timeout_s: float, memory_limit_mb: int | None = None, *, role: str = "candidate") -> WorkerConn:
         """A fresh worker; `memory_limit_mb` can only tighten the slot's address-space limit (CPU).
-        `expert`: a worker for the task's expert, under the slot's second uid."""
+        `role`: "expert" or "reference" for a worker kept for a task, under the slot's uid for that role."""
         config = self.config
         slot_limit = config["address_space_mb"]
         if memory_limit_mb and slot_limit:
             config = dict(config, address_space_mb=min(slot_limit, memory_limit_mb))
-        if expert:
-            config = dict(config, uid=self.expert_uid, fallback_scratch=config["fallback_scratch"] + "-expert")
+        if role != "candidate":
+            config = dict(config, uid=getattr(self, f"{role}_uid"), fallback_scratch=f"{config['fallback_scratch']}-{role}")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a_ours, a_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         popen = None
@@ -230,7 +232,7 @@ class Slot:
         # A worker that fails here is ended and reaped, not left behind. It has run no candidate code,
         # so its own process group is all there is: the uid's other processes (kept experts) stay.
         try:
-            hello, _ = wire.recv(conn.sock)
+            hello, _ = wire.recv(conn.sock, 0)
         except (OSError, wire.WireError):
             self._kill(conn, None)
             raise
@@ -248,28 +250,49 @@ class Slot:
         """A worker that has loaded the expert `source` (trusted code), kept for later attempts of the
         same task (`key`), so the expert is timed by the same worker code, in the same kind of
         process, as every candidate."""
-        conn = self._experts.pop(key, None)
+        return self._keep("expert", key, [{"op": "load", "source": source, "entry_point": "run"}], timeout_s)
+
+    def reference(self, key: str, source: str, scale_source: str | None, timeout_s: float) -> WorkerConn:
+        """A worker that has loaded the task's reference (and error scale), kept for the task's later
+        attempts: corpus code, run only there (`op: reference`), never in this process."""
+        loads = [{"op": "load", "source": source, "entry_point": "run"}]
+        if scale_source:
+            loads.append({"op": "load", "source": scale_source, "entry_point": "run", "as": "scale"})
+        return self._keep("reference", key, loads, timeout_s)
+
+    def _keep(self, role: str, key: str, loads: list[dict], timeout_s: float) -> WorkerConn:
+        name = f"{role}:{key}"
+        conn = self._kept.pop(name, None)
         if conn is not None and (conn.popen.poll() if conn.popen else _alive(conn.pid)) is None:
-            self._experts[key] = conn  # most recently used last
+            self._kept[name] = conn  # most recently used last
             return conn
         if conn is not None:
             self._kill(conn, None)
-        conn = self.spawn(timeout_s, expert=True)
-        reply, _, _ = conn.request({"op": "load", "source": source, "entry_point": "run"}, timeout_s)
-        if not reply.get("ok"):
-            self._kill(conn, None)
-            raise RuntimeError(f"the expert of {key} failed to load: {reply.get('error', '')[-400:]}")
-        self._experts[key] = conn
-        while len(self._experts) > self.MAX_EXPERTS:  # each holds a device context and its flush buffer
-            self._kill(self._experts.pop(next(iter(self._experts))), None)
+        conn = self.spawn(timeout_s, role=role)
+        for msg in loads:
+            reply, _, _ = conn.request(msg, timeout_s)
+            # A reference is corpus code: one that reaches for what the sandbox hides defines no task.
+            if not reply.get("ok") or (role == "reference" and conn.drain_audit()):
+                self._kill(conn, None)
+                why = reply.get("error", "") or "; ".join(conn.audit_lines[:3]) or "it reached outside its sandbox"
+                raise RuntimeError(f"the {role} of {key} failed to load: {why[-400:]}")
+        self._kept[name] = conn
+        while len(self._kept) > self.MAX_KEPT:  # each holds a device context and its flush buffer
+            self._kill(self._kept.pop(next(iter(self._kept))), None)
         return conn
 
-    MAX_EXPERTS = 2
-    """Expert workers kept per slot; grading attempts grouped by task keeps this small."""
+    MAX_KEPT = 4
+    """Expert and reference workers kept per slot; grading attempts grouped by task keeps this small."""
 
     def drop_expert(self, key: str) -> None:
         """End the kept expert worker of `key` (after it failed or broke its protocol)."""
-        conn = self._experts.pop(key, None)
+        self._drop(f"expert:{key}")
+
+    def drop_reference(self, key: str) -> None:
+        self._drop(f"reference:{key}")
+
+    def _drop(self, name: str) -> None:
+        conn = self._kept.pop(name, None)
         if conn is not None:
             self._kill(conn, None)
 
@@ -305,8 +328,8 @@ class Slot:
         return how
 
     def close(self) -> None:
-        for key in list(self._experts):
-            self.drop_expert(key)
+        for name in list(self._kept):
+            self._drop(name)
         if self.ctl is not None:
             try:
                 zygote.ctl_send(self.ctl, {"op": "bye"})
@@ -320,9 +343,10 @@ class Slot:
                 self.zygote.kill()
         if self.uid is not None:
             sandbox.kill_uid(self.uid)
-        if self.expert_uid is not None:
-            sandbox.kill_uid(self.expert_uid)
-        for attr in ("_uid_lock", "_expert_uid_lock"):
+        for uid in (self.expert_uid, self.reference_uid):
+            if uid is not None:
+                sandbox.kill_uid(uid)
+        for attr in ("_uid_lock", "_expert_uid_lock", "_reference_uid_lock"):
             if getattr(self, attr) is not None:
                 os.close(getattr(self, attr))  # releases the uid for another slot
                 setattr(self, attr, None)

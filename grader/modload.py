@@ -1,7 +1,8 @@
-"""Load trusted Python source (a card's reference or expert) as a module backed by a real file.
+"""Load Python source we wrote (a demo card's expert or reference) as a module backed by a real file,
+for tests and benchmarks. The grader itself never runs a card's code in its own process: references
+run in a sandboxed worker (grader/session.py `_reference`), experts in a worker of their own.
 
-Triton needs the source on disk to JIT a kernel, so the text is written into the sealed
-parent's private working directory, which no worker can see.
+Triton needs the source on disk to JIT a kernel, so the text is written into `workdir`.
 """
 from __future__ import annotations
 

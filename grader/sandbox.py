@@ -4,6 +4,11 @@ Layers, each recorded in the grade so an auditor sees what was in force:
 - its own mount namespace: the task catalogue, the project checkout, home directories and the
   grader's scratch are covered by empty tmpfs mounts; /tmp is a fresh, size-limited tmpfs;
 - its own network namespace: no interface but a down loopback, so no connection succeeds;
+- its own IPC namespace: SysV shared memory, semaphores and message queues it creates are not
+  seen by any other attempt and are freed with it (POSIX shared memory lives in its private
+  /dev/shm);
+- its own PID namespace (the zygote forks it as the first process of a new one) and a /proc
+  mounted for that namespace: it sees only its own processes;
 - an unprivileged uid/gid of its own (per worker slot), no supplementary groups;
 - resource limits: processes, open files, file size, core dumps, and address space on CPU;
 - a scrubbed environment (built by the parent) and the parent-death signal.
@@ -14,9 +19,13 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
+import stat
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+MS_NOEXEC = 0x8
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
 MS_NOSUID = 0x2
@@ -37,18 +46,20 @@ def _check(rc: int, what: str) -> None:
 
 
 def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | None, nproc: int, nofile: int,
-          fsize_mb: int, address_space_mb: int | None, network: bool = False) -> dict:
+          fsize_mb: int, address_space_mb: int | None, network: bool = False, pid_ns_off: str = "") -> dict:
     """Apply every layer it can; return {layer: True/False or detail}."""
     layers: dict[str, object] = {}
     _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
     layers["pdeathsig"] = True
-    flags = CLONE_NEWNS | (0 if network else CLONE_NEWNET)
+    flags = CLONE_NEWNS | CLONE_NEWIPC | (0 if network else CLONE_NEWNET)
     try:
         _check(_libc.unshare(flags), "unshare")
-        layers["mount_ns"] = True
+        layers["mount_ns"] = layers["ipc_ns"] = True
         layers["net_ns"] = not network
     except OSError as e:
-        layers["mount_ns"] = layers["net_ns"] = f"off: {e}"
+        layers["mount_ns"] = layers["ipc_ns"] = layers["net_ns"] = f"off: {e}"
+    # The first process of a PID namespace has pid 1 in it (PidNamespaces.fork made it so).
+    layers["pid_ns"] = True if os.getpid() == 1 else (pid_ns_off or "off: not forked into a PID namespace")
     if layers["mount_ns"] is True:
         _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
         _check(_libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV,
@@ -56,6 +67,9 @@ def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | No
         if os.path.isdir("/dev/shm"):  # shared memory is per worker too: no channel between attempts
             _check(_libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=256m,mode=1777"),
                    "private /dev/shm")
+        if layers["pid_ns"] is True:  # /proc of this namespace: no other process of the host is listed
+            _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "private /proc")
+        layers["private_proc"] = layers["pid_ns"]
         hidden = _hide(hide, reveal)
         layers["hidden_paths"] = hidden
         layers["tmp_mb"] = tmp_mb
@@ -89,6 +103,55 @@ def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | No
     _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     layers["scratch"] = scratch or "off"
     return layers
+
+
+class PidNamespaces:
+    """Forks each worker as pid 1 of a PID namespace of its own (in the zygote).
+
+    `unshare(CLONE_NEWPID)` moves only the caller's future children, and a second unshare is refused
+    while the first one's namespace is pending; so the zygote joins its own namespace again after
+    each fork (`setns`), ready for the next. Whether the host allows it is tried once at start, in a
+    throwaway child that also mounts its /proc: a host that refuses either gets workers without the
+    layer (recorded as off in every grade), never workers that cannot start.
+    """
+
+    def __init__(self) -> None:
+        self.own = None
+        self.off = ""
+        try:
+            self.own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+            pid = self._fork()
+            if pid == 0:  # the probe: pid 1 of a new namespace that can mount its own /proc
+                ok = os.getpid() == 1 and _libc.unshare(CLONE_NEWNS) == 0 \
+                    and _libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None) == 0 \
+                    and _libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None) == 0
+                os._exit(0 if ok else 1)
+            _, status = os.waitpid(pid, 0)
+            if status != 0:
+                raise OSError(0, "a child in a new PID namespace could not mount its own /proc")
+        except OSError as e:
+            self.off = f"off: {e.strerror or e}"
+            if self.own is not None:
+                os.close(self.own)
+                self.own = None
+
+    def fork(self) -> int:
+        """os.fork, the child in a fresh PID namespace where the host allows it."""
+        return self._fork() if self.own is not None else os.fork()
+
+    def _fork(self) -> int:
+        _check(_libc.unshare(CLONE_NEWPID), "unshare(CLONE_NEWPID)")
+        try:
+            pid = os.fork()
+        except BaseException:
+            _libc.setns(self.own, CLONE_NEWPID)
+            raise
+        if pid == 0:
+            os.close(self.own)
+            return 0
+        # The zygote's next child must be free to get a new namespace of its own too.
+        _check(_libc.setns(self.own, CLONE_NEWPID), "setns back to the zygote's PID namespace")
+        return pid
 
 
 def _mapped_mb() -> int:
@@ -185,6 +248,15 @@ def fd_target(pid: int, fd: int) -> str | None:
         return os.readlink(f"/proc/{pid}/fd/{fd}")
     except OSError:
         return None
+
+
+def fd_size(pid: int, fd: int) -> int:
+    """Bytes in the regular file that descriptor fd of pid writes to (0 for anything else or closed)."""
+    try:
+        st = os.stat(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return 0
+    return st.st_size if stat.S_ISREG(st.st_mode) else 0
 
 
 def rss_mb(pid: int) -> float:

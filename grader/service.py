@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import queue
-import shutil
 import tempfile
 import threading
 import traceback
@@ -45,8 +44,6 @@ class GraderService:
 
         self.catalogue = load_catalogue(catalogue_extra)
         self.effort = effort or Effort.for_device(self.device.startswith("cuda"))
-        self.workdir = tempfile.mkdtemp(prefix="kerneltraj-sealed-")
-        os.chmod(self.workdir, 0o700)
         cuda = self.device.startswith("cuda")
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)
@@ -63,7 +60,7 @@ class GraderService:
                 warnings.warn(f"extension compile cache off: {e}", RuntimeWarning, stacklevel=2)
         self.build_env = BuildEnv.local(self.device) if self.ext_cache is not None else None
         cache_dirs = [str(self.ext_cache.root)] if self.ext_cache is not None else []
-        hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + [self.workdir] + cache_dirs)
+        hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + cache_dirs)
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers) for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
@@ -81,14 +78,13 @@ class GraderService:
     def close(self) -> None:
         for slot in self.slots:
             slot.close()
-        shutil.rmtree(self.workdir, ignore_errors=True)
 
     def task(self, task_id: str):
         from grader.session import SealedTask
 
         with self._tasks_lock:
             if task_id not in self._tasks:
-                self._tasks[task_id] = SealedTask(self.catalogue[task_id], self.device, self.workdir)
+                self._tasks[task_id] = SealedTask(self.catalogue[task_id], self.device)
             return self._tasks[task_id]
 
     def grade(self, requests: Iterable[GradeRequest],

@@ -20,7 +20,7 @@ from grader import compile_cache, guard, sandbox, wire
 from grader.compare import Verdict, check_output_meta, compare
 from grader.contract import (GRADER_VERSION, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup,
                              geomean, reward)
-from grader.inputs import derive_seed, make_inputs, resolve_specs, upcast
+from grader.inputs import derive_seed, make_inputs, resolve_specs
 from grader.launcher import Slot, WorkerConn
 from grader.statics import static_findings
 from grader.taskcard import STRUCTURAL_OPS, TaskCard, bytes_floor, resolve_shape, size_key
@@ -64,6 +64,11 @@ BANDWIDTH_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.0e12, "cpu":
 """Peak memory bandwidth used for the physical floor; datasheet numbers, deliberately optimistic."""
 
 
+OUTPUT_LOG_CAP = 64 << 20
+"""Bytes a worker may print (stdout and stderr go to one log in its scratch, read by nobody); more is a
+runtime error, whatever it printed: a flood costs the host disk and the call its time."""
+
+
 class Floor(Exception):
     """Raised inside a grade to end it at the floor with a status and reason."""
 
@@ -73,16 +78,12 @@ class Floor(Exception):
 
 
 class SealedTask:
-    """The reference (and error scale) of one card, loaded in the sealed parent only. The expert runs
-    in a worker of its own (`Slot.expert`), timed exactly as candidates are."""
+    """One card as the sealed parent grades it. Its reference (and error scale) is corpus code: it runs
+    only in a sandboxed worker of its own (`Slot.reference`); the expert runs in another
+    (`Slot.expert`), timed exactly as candidates are. Nothing of the card is executed in this process."""
 
-    def __init__(self, card: TaskCard, device: str, workdir: str):
-        from grader.modload import load_source
-
+    def __init__(self, card: TaskCard, device: str):
         self.card = card
-        self.ref = load_source(card.reference, f"kt_ref_{card.task_id}", workdir).run
-        self.scale = (load_source(card.error_scale, f"kt_scale_{card.task_id}", workdir).run
-                      if card.error_scale else None)
         self.device = device
 
     @property
@@ -168,6 +169,9 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         status, code, reason = f.status, f.code, f.reason
     except (socket.timeout, TimeoutError):
         status, code, reason = Status.TIMEOUT, Reason.TIMEOUT, f"worker gave no answer within the {req.timeout_s:.0f} s budget"
+    except wire.FrameError as e:
+        status, code, reason = (Status.CHEAT_FLAGGED, Reason.PROTOCOL,
+                                f"the worker's channel carried a frame the worker never writes: {e}")
     except wire.WireError:
         status, code, reason = Status.CRASHED, Reason.CRASH, "worker died mid-grade"
     finally:
@@ -485,11 +489,37 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Ver
         returned = tensors[1:]
         if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
             raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
-    wide = upcast(inputs)
+    ref, scale = _reference(g, sz, seed)
     atol, rtol = task.card.tolerance()
-    verdict = compare(tensors[0], task.ref(*wide), atol, rtol, task.scale(*wide) if task.scale else None)
+    verdict = compare(tensors[0], ref, atol, rtol, scale)
     g.phases["reference"] += time.perf_counter() - t_ref
     return verdict
+
+
+def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
+    """The reference's float64 answer (and error scale) for the inputs of `seed`, from the task's
+    sandboxed reference worker. Its time is the grader's, not the attempt's."""
+    card, key = g.task.card, g.task.expert_key
+    t = time.perf_counter()
+    fd = None
+    try:
+        conn = g.slot.reference(key, card.reference, card.error_scale, EXPERT_TIMEOUT_S)
+        reply, _, _ = conn.request({"op": "reference", "specs": sz.specs, "seed": seed}, EXPERT_TIMEOUT_S)
+        fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
+        if not reply.get("ok") or fd is None or conn.drain_audit():
+            why = reply.get("error") or "; ".join(conn.audit_lines[:3]) or "no output"
+            raise RuntimeError(f"at size {sz.label}: {_tail(why)}")
+        tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, g.slot.device), None
+        if len(tensors) != 1 + bool(reply.get("scaled")):
+            raise RuntimeError(f"sent {len(tensors)} tensors")
+    except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:
+        if fd is not None:
+            os.close(fd)
+        g.slot.drop_reference(key)
+        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's reference failed in its sandbox: {e}") from None
+    finally:
+        g.waited_s += time.perf_counter() - t
+    return tensors[0], (tensors[1] if len(tensors) > 1 else None)
 
 
 def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"") -> tuple[dict, bytes, float]:
@@ -536,6 +566,10 @@ def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
     if reply.get("tampered"):
         raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED,
                     f"replaced grader clocks or hooks: {', '.join(reply['tampered'])}")
+    logged = max(sandbox.fd_size(conn.pid, 1), sandbox.fd_size(conn.pid, 2))
+    if logged > OUTPUT_LOG_CAP:
+        raise Floor(Status.RUNTIME_ERROR, Reason.OUTPUT_FLOOD,
+                    f"printed {logged >> 20} MiB; a worker's output log holds at most {OUTPUT_LOG_CAP >> 20} MiB")
     extra_threads = sandbox.thread_count(conn.pid) - conn.baseline_threads
     if extra_threads > 0:
         raise Floor(Status.CHEAT_FLAGGED, Reason.THREADS, f"{extra_threads} thread(s) left running after the call")

@@ -14,11 +14,20 @@ import struct
 _HDR = struct.Struct("!IQ")  # header length, payload length
 MAX_HEADER = 1 << 20
 MAX_PAYLOAD = 1 << 34
+"""What a trusted peer (the parent, to its worker) may send in one frame."""
+REPLY_PAYLOAD_CAP = {"load": 256 << 20}
+"""Most payload bytes the parent accepts in a worker's reply, by the op it answers. Only a load's
+reply carries a payload (the extension binaries it built); tensors come through a sealed memfd and
+every other reply is a header alone. A claim over the cap is refused before anything is allocated."""
 _SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 
 class WireError(RuntimeError):
     """The peer closed the channel or sent something that is not a frame."""
+
+
+class FrameError(WireError):
+    """The peer sent bytes that are not a frame our side of the protocol ever writes (a forged frame)."""
 
 
 def send(sock: socket.socket, header: dict, payload: bytes | memoryview = b"") -> None:
@@ -28,21 +37,24 @@ def send(sock: socket.socket, header: dict, payload: bytes | memoryview = b"") -
         sock.sendall(payload)
 
 
-def recv(sock: socket.socket) -> tuple[dict, bytes]:
+def recv(sock: socket.socket, max_payload: int = MAX_PAYLOAD) -> tuple[dict, bytearray]:
+    """One frame. Sizes are checked against the caps before a byte of the frame is buffered, and the
+    payload is the one buffer it was read into (never copied), so a forged size costs nothing."""
     pre = _recv_exact(sock, _HDR.size)
     hlen, plen = _HDR.unpack(pre)
-    if hlen > MAX_HEADER or plen > MAX_PAYLOAD:
-        raise WireError(f"frame too large (header {hlen} B, payload {plen} B)")
+    if hlen > MAX_HEADER or plen > max_payload:
+        raise FrameError(f"frame too large (header {hlen} B, payload {plen} B; this frame may carry at most "
+                        f"{MAX_HEADER} B of header and {max_payload} B of payload)")
     try:
         header = json.loads(_recv_exact(sock, hlen))
     except ValueError as e:
-        raise WireError(f"header is not JSON: {e}") from None
+        raise FrameError(f"header is not JSON: {e}") from None
     if not isinstance(header, dict):
-        raise WireError("header is not a JSON object")
-    return header, _recv_exact(sock, plen) if plen else b""
+        raise FrameError("header is not a JSON object")
+    return header, _recv_exact(sock, plen) if plen else bytearray()
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
+def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     buf = bytearray(n)
     view = memoryview(buf)
     got = 0
@@ -51,7 +63,8 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
         if k == 0:
             raise WireError("channel closed by peer")
         got += k
-    return bytes(buf)
+    view.release()
+    return buf
 
 
 def send_fd(sock: socket.socket, header: dict, fd: int) -> None:

@@ -34,7 +34,7 @@ LAUNCHES: dict[str, int] = {}
 LAUNCH_STORAGES: set[int] = set()  # storage addresses of tensors passed to @triton.jit kernels in this call
 FOREIGN_STREAM_LAUNCHES: dict[str, int] = {}  # launches on a stream other than the caller's (threat 7)
 _STREAM = {"caller": None, "raw": None}  # the caller's raw CUDA stream during a call; the reader of it
-LOAD_CHANGES = frozenset({"Worker.fn", "os.environ"})
+LOAD_CHANGES = frozenset({"Worker.fn", "Worker.scale_fn", "Worker._guarded", "os.environ"})
 MAX_EXT_REPORT_HEADER = 256 << 10
 """Largest build report (its materials hold the full extension sources) sent in a reply header; a
 larger one is dropped, so a huge extension compiles every time instead of overflowing the frame."""
@@ -187,6 +187,12 @@ def _fmt_error(e: BaseException) -> tuple[str, str]:
     return _error_kind(e), format_error(e)
 
 
+def _reference_call(ref, scale, inputs: list, upcast) -> tuple:
+    """A reference and its error scale on the float64 copies of the inputs (runs on a candidate thread)."""
+    wide = upcast(inputs)
+    return ref(*wide), (scale(*wide) if scale is not None else None)
+
+
 def _import_candidate(path: str, module_name: str, entry_point: str):
     """Import the candidate module and return its entry point (runs on a candidate thread)."""
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -235,13 +241,14 @@ class Worker:
             _STREAM["raw"] = (lambda _get=torch._C._cuda_getCurrentRawStream, _dev=torch.cuda.current_device():
                               _get(_dev))
             self._marker = torch.zeros(1, device=device)
-        self._make_inputs = inputs.make_inputs
+        self._make_inputs, self._upcast = inputs.make_inputs, inputs.upcast
         hooked = _install_launch_hooks()
         self.kept: list = []
         self.kept_inputs: dict[int, list] = {}
         self._dest = None  # the buffer the running call's output is copied into
         self.fn = None
-        self.module_name = "candidate"
+        self.scale_fn = None  # a task reference's error scale, loaded beside it (`load` with "as": "scale")
+        self._guarded = False
         self._warm_profiler()  # its helper threads exist before the parent takes the thread baseline
         # The call boundary (grader/boundary.py): candidate code on threads of its own, the collector off
         # (a finaliser would otherwise run wherever a collection starts), signals held on this thread.
@@ -251,7 +258,8 @@ class Worker:
         self.runner = boundary.CandidateRunner(_fmt_error, boundary.torch_stacks(),
                                                _STREAM["raw"] if self.cuda else None)
         state, signals = boundary.make_state_check([torch.Tensor, torch._C.TensorBase]), boundary.make_signal_check()
-        self._state = lambda: state() + signals()
+        dispatch = boundary.make_dispatch_check(torch)
+        self._state = lambda: state() + signals() + dispatch()
         owners = [sys.modules[__name__], wire, inputs, timing, guard, boundary, time, os, json, torch, torch.Tensor,
                   torch.profiler, torch.profiler.profile, Worker, timing.DeviceClock, *hooked]
         if self.cuda:
@@ -263,7 +271,8 @@ class Worker:
         # Everything the loop needs is a local from here on: patching names later reaches none of it.
         sock, send, recv, send_fd, close, fmt, kind_of = (self.sock, wire.send, wire.recv, wire.send_fd, os.close,
                                                           format_error, _error_kind)
-        ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release}
+        ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release,
+               "reference": self._reference}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
         state = self._state
         while True:
@@ -300,21 +309,23 @@ class Worker:
 
     def _load(self, msg: dict):
         t0 = _perf_ns()
-        path = os.path.join(os.getcwd(), "candidate.py")
+        role = "scale" if msg.get("as") == "scale" else "candidate"
+        path = os.path.join(os.getcwd(), f"{role}.py")
         with open(path, "w") as f:
             f.write(msg["source"])
         # Before the candidate imports the loader names; the offer holds only entries the parent
         # verified for this exact program (grader.compile_cache).
         hook = ExtensionHook(os.getcwd(), msg.get("ext_offer") or [], msg.get("_blob") or b"")
         hook.install()
-        if self.audit_fd is not None:
+        if self.audit_fd is not None and not self._guarded:
+            self._guarded = True
             from grader import guard
 
             guard.install(self.audit_fd, self.sealed, self.reveal)
             guard.watch_threads(self.audit_fd)
             guard.watch_signals(self.audit_fd)
             os.environ = guard.AuditedEnviron(os.environ, self.audit_fd)
-        box = self.runner.run(_import_candidate, (path, self.module_name, msg.get("entry_point", "run")))
+        box = self.runner.run(_import_candidate, (path, role, msg.get("entry_point", "run")))
         # torch's own loaders are back before anything else. cpp_extension is not on the grading path,
         # so neither this swap nor a candidate's own patch of it is in the integrity snapshot.
         hook.uninstall()
@@ -325,12 +336,15 @@ class Worker:
         if box[1] is not None:
             self.runner.bury(box)
             return {"ok": False, "error_kind": "compile", "error": _text(box[1][1])}, None
-        self.fn = box[0]
+        if role == "scale":
+            self.scale_fn = box[0]
+        else:
+            self.fn = box[0]
         self.runner.bury(box)
         reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(hook.served)}
         try:  # candidate code ran in this interpreter: a report it broke is only a missed cache entry
             built, blob = hook.report()
-            if built and len(json.dumps(built)) <= MAX_EXT_REPORT_HEADER:
+            if built and len(json.dumps(built)) <= MAX_EXT_REPORT_HEADER and len(blob) <= wire.REPLY_PAYLOAD_CAP["load"]:
                 reply.update(ext_built=built, _blob=blob)
         except Exception:  # noqa: BLE001
             pass
@@ -443,6 +457,27 @@ class Worker:
         parts = [out] + list(self.kept_inputs.get(idx, []) if msg.get("with_inputs") else [])
         metas, fd = wire.tensors_to_memfd(parts)
         return {"ok": True, "tensors": metas}, fd
+
+    def _reference(self, msg: dict, _type=type):
+        """A task reference's answer (and error scale) in float64 on the inputs of `seed`. The reference is
+        corpus code, as untrusted as a candidate: it runs here, in a sandboxed worker of its own, on a
+        thread of its own, untimed; the sealed parent receives only the tensors, through a sealed memfd."""
+        if self.fn is None:
+            return {"ok": False, "error_kind": "protocol", "error": "no reference loaded"}, None
+        inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
+        box = self.runner.run(_reference_call, (self.fn, self.scale_fn, inputs, self._upcast))
+        self.runner.bury(box, inputs)
+        changed = self._state() + ([box[2]] if box[2] else [])
+        if changed:
+            return {"ok": False, "error_kind": "interpreter", "error": "; ".join(changed)[:2000]}, None
+        if box[1] is not None:
+            return {"ok": False, "error_kind": "exception", "error": _text(box[1][1])}, None
+        parts = [t for t in box[0] if t is not None]
+        if any(_type(t) is not self._Tensor for t in parts):
+            return {"ok": False, "error_kind": "exception",
+                    "error": f"the reference returned {[_type(t).__name__ for t in parts]}, not tensors"}, None
+        metas, fd = wire.tensors_to_memfd(parts)
+        return {"ok": True, "tensors": metas, "scaled": box[0][1] is not None}, fd
 
     def _release(self, msg: dict):
         self.kept.clear()

@@ -71,7 +71,9 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
         os.sched_setaffinity(0, cfg["cpus"])
     layers = sandbox.enter(hide=cfg["hide"], reveal=cfg.get("reveal", []), tmp_mb=cfg["tmp_mb"],
                            uid=cfg.get("uid"), nproc=cfg["nproc"], nofile=cfg["nofile"],
-                           fsize_mb=cfg["fsize_mb"], address_space_mb=cfg.get("address_space_mb"))
+                           fsize_mb=cfg["fsize_mb"], address_space_mb=cfg.get("address_space_mb"),
+                           pid_ns_off=cfg.get("pid_ns_off", "off: a fresh worker is started by exec, not forked "
+                                                            "into a PID namespace"))
     scratch = layers["scratch"] if layers["scratch"] != "off" else cfg["fallback_scratch"]
     os.makedirs(scratch, exist_ok=True)
     os.chdir(scratch)
@@ -79,7 +81,21 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
     os.dup2(log, 1)  # the candidate's prints stay in its own scratch, not in the pipeline's logs
     os.dup2(log, 2)
     os.close(log)
-    env = dict(cfg["env"])
+    settle_in(cfg["env"], scratch, cfg["hide"], cfg.get("reveal", []))
+    from grader.worker import Worker
+
+    t_sandbox = time.perf_counter()
+    worker = Worker(sock, cfg["device"], audit_fd=audit_fd, sealed=cfg["hide"], reveal=cfg.get("reveal", []))
+    hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers, "audit_fd": audit_fd,
+             "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3}
+    return worker, hello
+
+
+def settle_in(env: dict, scratch: str, hide: list[str], reveal: list[str]) -> None:
+    """After the sandbox is entered: the scrubbed environment pointed at the scratch folder, and no
+    import path inside a hidden directory."""
+    env = dict(env)
+    env.pop("PYTHONPATH", None)  # it found the grader before the sandbox; it would only name the checkout now
     env.update(HOME=scratch, TMPDIR=scratch, TRITON_CACHE_DIR=os.path.join(scratch, ".triton"),
                TORCH_EXTENSIONS_DIR=os.path.join(scratch, ".torch_extensions"))
     os.environ.clear()
@@ -90,19 +106,12 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
 
     tempfile.tempdir = scratch
     # Entries inside hidden directories would make every new import scan a sealed path.
-    hidden = tuple(h.rstrip("/") + "/" for h in cfg["hide"])
-    revealed = tuple(r.rstrip("/") + "/" for r in cfg.get("reveal", []))
+    hidden = tuple(h.rstrip("/") + "/" for h in hide)
+    revealed = tuple(r.rstrip("/") + "/" for r in reveal)
     sys.path[:] = [p for p in sys.path if p and os.path.isdir(p) and os.access(p, os.R_OK)
                    and (not (os.path.realpath(p) + "/").startswith(hidden)
                         or (os.path.realpath(p) + "/").startswith(revealed))]
     sys.path_importer_cache.clear()
-    from grader.worker import Worker
-
-    t_sandbox = time.perf_counter()
-    worker = Worker(sock, cfg["device"], audit_fd=audit_fd, sealed=cfg["hide"], reveal=cfg.get("reveal", []))
-    hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers, "audit_fd": audit_fd,
-             "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3}
-    return worker, hello
 
 
 class CudaTouchedInZygote(RuntimeError):
@@ -269,6 +278,9 @@ def zygote_main(ctl_fd: int) -> None:
     try:
         _preimport(cfg0["device"])
         check_fork_safe()
+        from grader.sandbox import PidNamespaces
+
+        namespaces = PidNamespaces()
     except BaseException as e:  # noqa: BLE001 - the Slot raises "zygote failed to start" with this reply
         import traceback
 
@@ -283,7 +295,8 @@ def zygote_main(ctl_fd: int) -> None:
             return
         if msg["op"] == "spawn":
             fd, audit_fd = msg["_fds"][:2]
-            pid = os.fork()
+            msg["config"]["pid_ns_off"] = namespaces.off
+            pid = namespaces.fork()
             if pid == 0:
                 try:
                     ctl.close()

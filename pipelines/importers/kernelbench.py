@@ -20,11 +20,7 @@ import ast
 import json
 import math
 import operator
-import os
 import re
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -253,14 +249,8 @@ for line in sys.stdin:
 PROBE_TASK_TIMEOUT_S = 60
 PROBE_CPU_BYTES_MAX = 256 << 20
 """A reference that cannot run on `meta` is run once on real CPU inputs only up to this size."""
-PROBE_MEMORY_BYTES = 8 << 30
-
-
-def _limits() -> None:  # runs in the child before exec
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_AS, (PROBE_MEMORY_BYTES, PROBE_MEMORY_BYTES))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (16 << 20, 16 << 20))
+PROBE_MEMORY_MB = 8192
+PROBE_FILE_MB = 16
 
 
 def _prod(dims: Iterable[int]) -> int:
@@ -271,14 +261,17 @@ def _prod(dims: Iterable[int]) -> int:
 
 
 def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | TaskReject]:
-    """Probe each job (reference code, [(shape, dtype, dist, low, high)]) in a fresh interpreter.
+    """Probe each job (reference code, [(shape, dtype, dist, low, high)]) in the grader's sandbox.
 
     Never raises.
 
-    The child has no GPU, a scrubbed environment, a private scratch folder, an address-space cap
-    and a per-task alarm. If it dies mid-way, the task it was on is marked failed and the rest
-    are retried in a new child.
+    The reference is corpus code: it runs only in `grader.confine`'s sandboxed child (no GPU, no
+    network, the checkout and the host's other files hidden, an unprivileged uid, private /tmp,
+    /proc and IPC, a scrubbed environment, an address-space cap) under a per-task alarm. If the
+    child dies mid-way, the task it was on is marked failed and the rest are retried in a new one.
     """
+    from grader.confine import run_confined
+
     out: dict[str, ProbeResult | TaskReject] = {}
     pending = list(jobs)
     while pending:
@@ -286,16 +279,11 @@ def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | 
             "key": k, "code": jobs[k][0], "inputs": jobs[k][1], "timeout_s": PROBE_TASK_TIMEOUT_S,
             "cpu_bytes_max": PROBE_CPU_BYTES_MAX,
             "cpu_bytes": sum(_prod(s[0]) * _ELEM.get(s[1], 8) for s in jobs[k][1])}) + "\n" for k in pending)
-        with tempfile.TemporaryDirectory(prefix="kbprobe_") as scratch:
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch,
-                   "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1", "LANG": "C.UTF-8"}
-            try:
-                proc = subprocess.run([sys.executable, "-I", "-c", _PROBE], input=payload.encode(),
-                                      capture_output=True, env=env, cwd=scratch, preexec_fn=_limits,
-                                      timeout=60 + PROBE_TASK_TIMEOUT_S * len(pending))
-                stdout, note = proc.stdout, f"probe exited with {proc.returncode}: {proc.stderr[-300:]!r}"
-            except subprocess.TimeoutExpired as e:
-                stdout, note = e.stdout or b"", "probe interpreter timed out"
+        run = run_confined(_PROBE, payload.encode(), 60 + PROBE_TASK_TIMEOUT_S * len(pending),
+                           memory_mb=PROBE_MEMORY_MB, fsize_mb=PROBE_FILE_MB)
+        stdout = run.stdout
+        note = ("probe interpreter timed out" if run.timed_out
+                else f"probe exited with {run.returncode}: {run.stderr[-300:]!r}")
         for line in stdout.decode("utf-8", "replace").splitlines():
             try:
                 res = json.loads(line)

@@ -1,0 +1,106 @@
+"""Run a Python program on corpus code inside the worker sandbox, outside any grade.
+
+An importer must learn things about a task that only running its reference tells (the output's
+shape and dtype, its FLOPs). That code is as untrusted as a candidate: it runs here, in a process
+that enters the same sandbox as a worker (mount, network, IPC and PID namespaces, a private /proc
+and /tmp, the checkout and every non-system directory hidden, an unprivileged uid of its own,
+resource limits, a scrubbed environment). The caller hands over the program's text and its stdin
+and gets back its stdout: the importer never executes corpus code itself.
+
+    python -m grader.confine        (the child; its config comes in KERNELTRAJ_CONFINE)
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+_CONFIG_VAR = "KERNELTRAJ_CONFINE"
+
+
+@dataclass(frozen=True)
+class Confined:
+    """How a confined program ended."""
+
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+    sandbox: dict
+    """The sandbox layers it ran under (what `sandbox.enter` recorded), {} when it never got there."""
+    timed_out: bool = False
+
+
+def run_confined(program: str, stdin: bytes, timeout_s: float, *, memory_mb: int = 8192, fsize_mb: int = 16,
+                 nproc: int = 64) -> Confined:
+    """Run `program` (Python source) in a sandboxed CPU-only child fed `stdin`; never raises for what
+    the program does. Every process it leaves is killed before this returns."""
+    from grader import launcher, sandbox
+
+    uid, lock = launcher.claim_uid() if os.geteuid() == 0 else (None, None)
+    env = dict(launcher.base_env("cpu"), CUDA_VISIBLE_DEVICES="")
+    config = {"program": program, "hide": launcher.sealed_paths(), "reveal": launcher.revealed_paths(),
+              "uid": uid, "memory_mb": memory_mb, "fsize_mb": fsize_mb, "nproc": nproc}
+    env[_CONFIG_VAR] = json.dumps(config)
+    proc = subprocess.Popen([sys.executable, "-m", "grader.confine"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True)
+    timed_out = False
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc.pid)
+        out, err = proc.communicate()
+    finally:
+        _kill_group(proc.pid)
+        if uid is not None:
+            sandbox.kill_uid(uid)
+        if lock is not None:
+            os.close(lock)
+    layers, _, err = err.partition(b"\n") if err.startswith(b"{") else (b"{}", b"", err)
+    try:
+        layers = json.loads(layers)
+    except ValueError:
+        layers = {}
+    return Confined(proc.returncode, out, err, layers, timed_out)
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, 9)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _child() -> None:
+    """Fork into a PID namespace of its own where the host allows it, then enter the sandbox as its
+    first process and run the program; this first process waits and passes on its exit status."""
+    from grader import sandbox
+    from grader.zygote import settle_in  # imported now: the checkout is hidden once the sandbox is entered
+
+    config = json.loads(os.environ.pop(_CONFIG_VAR))
+    namespaces = sandbox.PidNamespaces()
+    pid = namespaces.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    layers = sandbox.enter(hide=config["hide"], reveal=config["reveal"], tmp_mb=512, uid=config["uid"],
+                           nproc=config["nproc"], nofile=256, fsize_mb=config["fsize_mb"],
+                           address_space_mb=config["memory_mb"], pid_ns_off=namespaces.off)
+    sys.stderr.write(json.dumps(layers) + "\n")  # the first line of stderr: what it runs under
+    sys.stderr.flush()
+    scratch = layers["scratch"] if layers["scratch"] != "off" else None
+    if scratch is None:  # no mount namespace (not root): a private folder at least
+        import tempfile
+
+        scratch = tempfile.mkdtemp(prefix="kerneltraj-confined-")
+    os.chdir(scratch)
+    settle_in(dict(os.environ), scratch, config["hide"], config["reveal"])
+    program = config.pop("program")
+    del config
+    exec(compile(program, "<confined program>", "exec"), {"__name__": "__main__"})  # noqa: S102 - sandboxed
+
+
+if __name__ == "__main__":
+    _child()
