@@ -1,10 +1,14 @@
 """Stage 8, release: parquet per published table plus a dataset card, written atomically.
 
-Layout (loadable with `datasets.load_dataset(<folder>, <config>)`):
-    <releases_dir>/<version>/README.md
-    <releases_dir>/<version>/data/<config>/train-00000-of-00001.parquet
+Layout (loadable with `datasets.load_dataset(<folder>, <config>)`; the card's `configs:` name each split's files):
+    <releases_dir>/<version>/README.md                         the card (pipelines/dataset_card.md)
+    <releases_dir>/<version>/NOTICE                            attribution of every source, upstream NOTICEs
+    <releases_dir>/<version>/data/<config>/<split>-00000-of-00001.parquet
+A config with rows per task has the splits train / validation / test_heldout of the frozen manifest; any
+other config has one split, `full`.
 """
 
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -21,49 +25,110 @@ from assets.accounting import accounting_sections
 from assets.common import GROUP_RELEASE, OWNER, check_result
 from assets.revalidation import TIE_BAND_LOG2
 from grader.catalogue import load_catalogue
-from grader.contract import GRADER_VERSION, REWARD_FLOOR
+from grader.contract import GRADER_VERSION
 from grader.taskcard import size_key
 from pipelines.contention_report import dataset_card_section
-from pipelines.markup import card_body, front_matter_card, md_escape
+from pipelines.markup import card_body
+from pipelines.release_card import annotate_parquet, code_commit, configs, notice_text, render_card, split_table
 from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse, resolve_path
-from pipelines.warehouse import copy_parquet, load_sql, markdown_table, query_dicts, run_script, scalar, transaction
+from pipelines.splits import DEFAULT_POLICY, Split
+from pipelines.warehouse import (PARQUET_ROW_GROUP_ROWS, copy_parquet, load_sql, query_dicts,
+                                 run_script, scalar, transaction)
 
-CONFIGS: dict[str, str] = {
-    "attempts": "Raw agent attempts as admitted (source code, agent, trajectory, turn, origin file:line).",
-    "grades": "Every current grade: the primary pass and the independent recheck, one row per attempt per pass.",
-    "trajectories": "Multi-turn episodes ordered by turn with per-turn status and reward.",
-    "revalidated": "Primary grade vs recheck per attempt: three-way labels, agreement, near-tie flags.",
-    "splits": "Held-out-family split of every task (frozen manifest).",
-    "ledger": "Every input row (attempt or quarantined) with exactly one terminal state.",
-    "quarantine": "Rows that could not be admitted, with the reason.",
-    "accounting": "Ledger totals, counts by status and grader seconds by phase.",
-    "tasks": "Public task cards (no hidden sizes, no expert source) with their revisions.",
-    "fingerprints": "Hardware fingerprints the grades were taken on.",
-    # One config per split of the frozen held-out-family manifest: the training data as a lab uses it.
-    "trajectories_train": "Trajectories on tasks of the manifest's train split.",
-    "trajectories_validation": "Trajectories on tasks of the manifest's validation split.",
-    "trajectories_test_heldout": "Trajectories on held-out families and lineages (never train on these).",
-}
+CONFIGS: dict[str, str] = {name: c["what"] for name, c in configs().items()}
+"""Published configs (pipelines/dataset_card.yaml), each the query `release.<config>` in sql/release.sql."""
+SPLIT_CONFIGS = tuple(name for name, c in configs().items() if c["split_by_task"])
+"""Configs with rows per task: written per split of the frozen manifest, with a `split` column."""
+TASK_SPLITS = tuple(s.value for s in Split)
+WHOLE_SPLIT = "full"
+"""The one split of a config without tasks (ledger, quarantine, accounting, fingerprints)."""
 DEFAULT_CONFIG = "trajectories"
-SHARD = "train-00000-of-00001.parquet"
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 SEALED_COLUMNS = ("hidden_sizes", "expert", "expert_source")
 
 
-def shard_path(root: Path, config: str) -> Path:
-    return root / "data" / config / SHARD
+def config_splits(config: str) -> tuple[str, ...]:
+    return TASK_SPLITS if config in SPLIT_CONFIGS else (WHOLE_SPLIT,)
 
 
-def export_configs(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, int]:
-    """COPY each config's query to its parquet shard; returns rows per config."""
-    rows = {}
+def shard_path(root: Path, config: str, split: str | None = None) -> Path:
+    """The one shard of `split` of `config` (a config without tasks has only the split `full`)."""
+    if split is None:
+        if config in SPLIT_CONFIGS:
+            raise ValueError(f"config {config} is written per split {TASK_SPLITS}: name one, or use config_shards")
+        split = WHOLE_SPLIT
+    if split not in config_splits(config):
+        raise ValueError(f"config {config} has no split {split!r}; it has {config_splits(config)}")
+    return root / "data" / config / f"{split}-00000-of-00001.parquet"
+
+
+def config_shards(root: Path, config: str) -> list[Path]:
+    """The shards a release holds for a config, split by split: together they hold all its rows."""
+    return [p for p in (shard_path(root, config, s) for s in config_splits(config)) if p.is_file()]
+
+
+def data_files(root: Path) -> dict[str, list[dict[str, str]]]:
+    """The card's `data_files` per config: one entry per split written, as `datasets` and the Hub read them."""
+    return {c: [{"split": p.name.split("-", 1)[0], "path": f"data/{c}/{p.name.split('-', 1)[0]}-*.parquet"}
+                for p in config_shards(root, c)] for c in CONFIGS}
+
+
+def _query(config: str) -> str:
+    return load_sql(f"release.{config}").rstrip().rstrip(";")
+
+
+def split_query(config: str, split: str) -> str:
+    """The rows of one split of a config (all rows for a config without tasks)."""
+    query = _query(config)
+    if config not in SPLIT_CONFIGS:
+        return query
+    if split not in TASK_SPLITS:  # inlined into COPY, which takes no parameters: only the closed set
+        raise ValueError(f"unknown split {split!r}")
+    template = load_sql("release.split_shard").rstrip().rstrip(";")
+    return template.replace("{split}", split).replace("{query}", query)
+
+
+def warehouse_split_rows(con: duckdb.DuckDBPyConnection, config: str) -> dict[str | None, int]:
+    """Rows per split of a config's query in the warehouse (key None: rows whose task has no split)."""
+    if config not in SPLIT_CONFIGS:
+        return {WHOLE_SPLIT: int(scalar(con, f"SELECT count(*) FROM ({_query(config)})"))}
+    rows = query_dicts(con, load_sql("release.split_rows").replace("{query}", _query(config)))
+    return {r["split"]: int(r["n"]) for r in rows}
+
+
+def export_configs(con: duckdb.DuckDBPyConnection, root: Path) -> dict[str, dict[str, int]]:
+    """Write each config's shards, one per split, with column descriptions; returns rows per config per split.
+
+    Refuses a config with a row whose task is in no split: it would silently fall out of every split."""
+    out: dict[str, dict[str, int]] = {}
     for config in CONFIGS:
-        out = shard_path(root, config)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        query = load_sql(f"release.{config}").rstrip().rstrip(";")
-        copy_parquet(con, query, out, wide_rows=config == "attempts")  # bounded memory at 1M attempts
-        rows[config] = int(scalar(con, "SELECT count(*) FROM read_parquet($path)", {"path": str(out)}))
-    return rows
+        expected = warehouse_split_rows(con, config)
+        if None in expected:
+            raise RuntimeError(f"{expected[None]} row(s) of config {config} have a task outside the split manifest; "
+                               "nothing published: rebuild family_splits")
+        out[config] = {}
+        for split in config_splits(config):
+            path = shard_path(root, config, split)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # bounded memory at 1M attempts: the wide config is sorted on one thread (copy_parquet)
+            copy_parquet(con, split_query(config, split), path, wide_rows=config == "attempts")
+            annotate_parquet(path, config, PARQUET_ROW_GROUP_ROWS)
+            out[config][split] = int(scalar(con, "SELECT count(*) FROM read_parquet($path)", {"path": str(path)}))
+        if sum(out[config].values()) != sum(expected.values()):
+            raise RuntimeError(f"config {config}: {out[config]} rows written, {expected} in the warehouse")
+        # `datasets` refuses to load a declared split without rows, so an empty split is not written; a config
+        # with no rows at all keeps its first shard, so its columns are still published.
+        empty = [s for s, n in out[config].items() if n == 0]
+        for split in empty[1:] if len(empty) == len(out[config]) else empty:
+            shard_path(root, config, split).unlink()
+    return out
+
+
+def column_types(root: Path) -> dict[str, dict[str, str]]:
+    """Arrow type of every published column, per config (from its first shard)."""
+    import pyarrow.parquet as pq
+
+    return {c: {f.name: str(f.type) for f in pq.read_schema(config_shards(root, c)[0])} for c in CONFIGS}
 
 
 def sealed_problems(root: Path, catalogue: dict) -> list[dict[str, Any]]:
@@ -74,105 +139,66 @@ def sealed_problems(root: Path, catalogue: dict) -> list[dict[str, Any]]:
     con = duckdb.connect()
     try:
         for config in CONFIGS:
-            path = shard_path(root, config)
-            if not path.is_file():
-                problems.append({"config": config, "problem": "shard missing"})
-                continue
-            rel = con.execute("SELECT * FROM read_parquet($path)", {"path": str(path)})
-            cols = [d[0] for d in rel.description]
-            problems += [{"config": config, "problem": f"sealed column {c}"} for c in cols if c in SEALED_COLUMNS]
-            for row in rel.fetchall():
-                rec = dict(zip(cols, row))
-                text = json.dumps(rec, default=str)
-                problems += [{"config": config, "problem": "expert source text"} for e in experts if e in text]
-                if config == "grades":
-                    for s in json.loads(rec["sizes"] or "[]"):
-                        if s.get("hidden") and (not s["size_key"].startswith("hidden#")
-                                                or s["size_key"] in hidden.get(rec["task_id"], ())):
-                            problems.append({"config": config, "problem": f"hidden size of {rec['attempt_id']}"})
-                if config == "tasks":
-                    card = json.loads(rec["public_card"])
-                    problems += [{"config": config, "problem": f"card field {k} in {rec['task_id']}"}
-                                 for k in SEALED_COLUMNS if k in card]
+            shards = config_shards(root, config)
+            if not shards:
+                problems.append({"config": config, "problem": "no shard"})
+            for path in shards:
+                problems += _sealed_in_shard(con, config, path, hidden, experts)
     finally:
         con.close()
     return problems
 
 
-def _size_category(n: int) -> str:
-    """The Hub's size bucket for the largest config."""
-    for limit, name in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"),
-                        (1_000_000, "100K<n<1M"), (10_000_000, "1M<n<10M")):
-        if n < limit:
-            return name
-    return "10M<n<100M"
+def _sealed_in_shard(con: duckdb.DuckDBPyConnection, config: str, path: Path, hidden: dict[str, set],
+                     experts: list[str]) -> list[dict[str, Any]]:
+    problems: list[dict[str, Any]] = []
+    rel = con.execute("SELECT * FROM read_parquet($path)", {"path": str(path)})
+    cols = [d[0] for d in rel.description]
+    problems += [{"config": config, "problem": f"sealed column {c}"} for c in cols if c in SEALED_COLUMNS]
+    for row in rel.fetchall():
+        rec = dict(zip(cols, row))
+        text = json.dumps(rec, default=str)
+        problems += [{"config": config, "problem": "expert source text"} for e in experts if e in text]
+        if config == "grades":
+            for s in json.loads(rec["sizes"] or "[]"):
+                if s.get("hidden") and (not s["size_key"].startswith("hidden#")
+                                        or s["size_key"] in hidden.get(rec["task_id"], ())):
+                    problems.append({"config": config, "problem": f"hidden size of {rec['attempt_id']}"})
+        if config == "tasks":
+            card = json.loads(rec["public_card"])
+            problems += [{"config": config, "problem": f"card field {k} in {rec['task_id']}"}
+                         for k in SEALED_COLUMNS if k in card]
+    return problems
 
 
 def dataset_card(version: str, run_id: str, rows: dict[str, int], facts: dict[str, Any],
-                 revalidation_md: str = "") -> str:
-    """README.md with YAML front matter: Hub configs plus the identities that pin this release."""
-    front = {
-        "pretty_name": f"kerneltraj {version}",
-        "license": "apache-2.0",
-        "task_categories": ["text-generation", "reinforcement-learning"],
-        "size_categories": [_size_category(max(rows.values(), default=0))],
-        "tags": ["gpu-kernels", "triton", "reinforcement-learning", "code", "kerneltraj"],
-        "configs": [{"config_name": c, "data_files": [{"split": "train", "path": f"data/{c}/train-*.parquet"}],
-                     **({"default": True} if c == DEFAULT_CONFIG else {})} for c in CONFIGS],
-        "kerneltraj": {"version": version, "dagster_run_id": run_id, **facts},
-    }
-    ledger = facts["accounting"].get("ledger", {})
-    states = facts["accounting"].get("terminal_state", {})
-    seconds = facts["accounting"].get("grader_seconds", {})
-    body = [
-        f"# kerneltraj {version}",
-        "",
-        "Graded GPU-kernel attempts by AI agents, for reinforcement learning. Every attempt was graded by the "
-        "sealed kerneltraj grader (public and hidden sizes, fresh inputs, expert kernel timed in the same run) "
-        "and rechecked independently with a new seed and fresh grader workers.",
-        "",
-        "## Configs",
-        markdown_table([{"config": c, "rows": rows.get(c, 0), "what": d} for c, d in CONFIGS.items()], max_cell=120),
-        "",
-        "## Protocol",
-        f"- Grader version `{facts['grader_version']}`; reward = log2(speedup vs expert), geometric mean over "
-        f"sizes, clipped; {REWARD_FLOOR} for wrong, flagged or cheating kernels.",
-        f"- Labels: faster / slower / tie from the ~95% interval of log2 speedup against a tie band of "
-        f"{TIE_BAND_LOG2}; an interval across a band edge is `ambiguous`, never forced. A record is "
-        "`revalidated` only when both grades agree on status and label.",
-        "",
-        "## Tasks",
-        markdown_table([{"task_id": t, "revision": r} for t, r in sorted(facts["task_revisions"].items())]),
-        "",
-        "## Hardware",
-        f"Devices: {md_escape(', '.join(facts['devices'])) or 'none'}; "
-        f"fingerprints: {md_escape(', '.join(facts['fingerprint_ids']))}.",
-        "",
-        "## Accounting",
-        f"{int(ledger.get('attempts_in', 0))} input rows, {int(ledger.get('unaccounted', 0))} unaccounted.",
-        "",
-        markdown_table([{"terminal_state": k, "rows": int(v)} for k, v in sorted(states.items())]),
-        "",
-        markdown_table([{"phase": k, "grader_seconds": round(v, 2)} for k, v in sorted(seconds.items())]),
-        "",
-        revalidation_md,
-        "## Lineage",
-        f"Produced by Dagster run `{run_id}`. Every grade row carries attempt_id, task_revision, grader_version "
-        "and fingerprint_id; `kerneltraj lineage <attempt_id>` walks back to the raw file and line.",
-        "",
-    ]
-    return front_matter_card(front, "\n".join(body))
+                 revalidation_md: str = "", split_rows: dict[str, dict[str, int]] | None = None,
+                 types: dict[str, dict[str, str]] | None = None, root: Path | None = None) -> str:
+    """README.md with YAML front matter: Hub configs with the splits written under `root` (none without it)
+    plus the identities that pin this release."""
+    return render_card(version, run_id, rows, facts, data_files=data_files(root) if root else {},
+                       default_config=DEFAULT_CONFIG,
+                       split_rows=split_rows, types=types, revalidation_md=revalidation_md)
 
 
 def release_facts(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     ids = query_dicts(con, load_sql("release.identities"))[0]
+    manifest = query_dicts(con, load_sql("release.manifest"))
     return {
         "grader_version": GRADER_VERSION,
+        "code_commit": code_commit(),
         "task_revisions": {r["task_id"]: r["task_revision"] for r in query_dicts(con, load_sql("release.tasks"))},
         "fingerprint_ids": sorted(ids["fingerprint_ids"] or []),
         "devices": sorted(ids["devices"] or []),
+        "backends": sorted(ids["backends"] or []),
         "profiles": sorted(ids["profiles"] or []),
         "tie_band_log2": TIE_BAND_LOG2,
+        "sources": [r["source"] for r in query_dicts(con, load_sql("release.sources"))],
+        "split_manifest": {
+            "version": manifest[0]["split_version"] if manifest else DEFAULT_POLICY.version,
+            "sha256": manifest[0]["manifest_sha256"] if manifest else None,
+            **{k: v for k, v in dataclasses.asdict(DEFAULT_POLICY).items()
+               if k in ("held_out_families", "held_out_lineages", "validation_fraction")}},
         "accounting": accounting_sections(query_dicts(con, load_sql("accounting.published"))),
     }
 
@@ -194,7 +220,7 @@ def swap_into_place(staging: Path, final: Path) -> None:
     group_name=GROUP_RELEASE,
     owners=[OWNER],
     kinds={"parquet", "duckdb"},
-    code_version="1",
+    code_version="2",
     description="A versioned dataset release: one parquet shard per config and a dataset card pinning the "
                 "grader version, task revisions, hardware and the full attempt accounting. Sealed fields "
                 "(hidden sizes, expert source) are never written.",
@@ -214,10 +240,14 @@ def release(context: AssetExecutionContext, warehouse: Warehouse, release_target
     catalogue = load_catalogue(extra=[resolve_path(p) for p in attempt_sources.task_files])
     try:
         with warehouse.connect() as con:
-            rows = export_configs(con, staging)
+            split_rows = export_configs(con, staging)
             facts = release_facts(con)
             revalidation_md = dataset_card_section(con)
-        (staging / "README.md").write_text(dataset_card(version, run_id, rows, facts, revalidation_md))
+        rows = {c: sum(per.values()) for c, per in split_rows.items()}
+        (staging / "README.md").write_text(dataset_card(version, run_id, rows, facts, revalidation_md,
+                                                        split_rows=split_rows, types=column_types(staging),
+                                                        root=staging))
+        (staging / "NOTICE").write_text(notice_text(facts["sources"]))
         leaks = sealed_problems(staging, catalogue)
         if leaks:
             raise RuntimeError(f"sealed data reached the release; nothing published: {leaks[:5]}")
@@ -225,7 +255,7 @@ def release(context: AssetExecutionContext, warehouse: Warehouse, release_target
     finally:
         if staging.exists():
             shutil.rmtree(staging)
-    digest = hashlib.sha256(b"".join(shard_path(final, c).read_bytes() for c in CONFIGS)).hexdigest()
+    digest = hashlib.sha256(b"".join(p.read_bytes() for c in CONFIGS for p in config_shards(final, c))).hexdigest()
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     with warehouse.connect() as con, transaction(con):
         run_script(con, "release.forget", {"version": version})
@@ -237,7 +267,7 @@ def release(context: AssetExecutionContext, warehouse: Warehouse, release_target
         "path": dg.MetadataValue.path(str(final)),
         "version": dg.MetadataValue.text(version),
         "content_sha256": dg.MetadataValue.text(digest),
-        "preview": dg.MetadataValue.md(markdown_table([{"config": c, "rows": n} for c, n in rows.items()])),
+        "preview": dg.MetadataValue.md(split_table(rows, split_rows)),
         "dataset_card": dg.MetadataValue.md(card_body((final / "README.md").read_text())),
     })
 
@@ -249,7 +279,8 @@ def _latest_release(warehouse: Warehouse) -> dict[str, Any] | None:
 
 
 @dg.asset_check(asset=release, blocking=True,
-                description="Every config's shard exists and holds as many rows as its warehouse query.")
+                description="Every split shard of every config exists and holds as many rows as that split of its "
+                            "warehouse query; no row's task is outside the split manifest.")
 def release_matches_warehouse(warehouse: Warehouse) -> dg.AssetCheckResult:
     latest = _latest_release(warehouse)
     if latest is None:
@@ -258,12 +289,18 @@ def release_matches_warehouse(warehouse: Warehouse) -> dg.AssetCheckResult:
     bad = []
     with warehouse.connect() as con:
         for config in CONFIGS:
-            path = shard_path(root, config)
-            want = int(scalar(con, f"SELECT count(*) FROM ({load_sql(f'release.{config}').rstrip().rstrip(';')})"))
-            got = (int(scalar(con, "SELECT count(*) FROM read_parquet($path)", {"path": str(path)}))
-                   if path.is_file() else None)
-            if got != want:
-                bad.append({"config": config, "warehouse_rows": want, "parquet_rows": got})
+            want = warehouse_split_rows(con, config)
+            for split in config_splits(config):
+                path = shard_path(root, config, split)
+                got = (int(scalar(con, "SELECT count(*) FROM read_parquet($path)", {"path": str(path)}))
+                       if path.is_file() else 0 if want.get(split, 0) == 0 else None)
+                if got != want.get(split, 0):
+                    bad.append({"config": config, "split": split, "warehouse_rows": want.get(split, 0),
+                                "parquet_rows": got})
+            if None in want:
+                bad.append({"config": config, "split": None, "warehouse_rows": want[None], "parquet_rows": None})
+            if not config_shards(root, config):
+                bad.append({"config": config, "split": None, "warehouse_rows": 0, "parquet_rows": None})
     return check_result(bad, "configs whose shard does not match the warehouse", version=latest["version"])
 
 
@@ -288,9 +325,9 @@ def published_records_carry_lineage(warehouse: Warehouse) -> dg.AssetCheckResult
     con = duckdb.connect()
     try:
         for config in ("grades", "revalidated"):
-            path = shard_path(Path(latest["path"]), config)
-            bad += [{"config": config, "attempt_id": r[0]} for r in con.execute(
-                load_sql("release.missing_lineage"), {"path": str(path)}).fetchall()]
+            for path in config_shards(Path(latest["path"]), config):
+                bad += [{"config": config, "attempt_id": r[0]} for r in con.execute(
+                    load_sql("release.missing_lineage"), {"path": str(path)}).fetchall()]
     finally:
         con.close()
     return check_result(bad, "published records without a lineage key")

@@ -30,6 +30,10 @@ REWARD_MAX = math.log2(SPEEDUP_CLIP[1])
 CORRECT_REWARD_MIN = math.log2(SPEEDUP_CLIP[0])
 """Smallest reward a correct grade can earn: log2 of the lower speedup clip (-6.0)."""
 
+NOT_GRADED_HERE = tuple(s.value for s in Status if not s.is_candidate_fault)
+"""Statuses of an attempt the grader could not judge (no CUDA device, a grader failure): published with a
+NULL reward (sql/release.sql), never the floor, which says the candidate was at fault."""
+
 
 @dataclass(frozen=True)
 class TableRules:
@@ -44,7 +48,8 @@ class TableRules:
     value_sets: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """(column, allowed values) for closed vocabularies other than the grade status."""
     graded: tuple[tuple[str, str], ...] = ()
-    """(status column, reward column) pairs checked against the closed status set and the reward rules."""
+    """(status column, reward column) pairs checked against the closed status set and the reward rules
+    (the reward is NULL exactly when the status is one of NOT_GRADED_HERE)."""
     reward_range: tuple[str, ...] = ()
     """Other reward-valued columns (aggregates): within [floor, max reward]."""
     non_negative: tuple[str, ...] = ()
@@ -59,17 +64,17 @@ _PASSES = ("primary", "revalidation")
 
 TABLE_RULES: dict[str, TableRules] = {
     "graded_attempts": TableRules(
-        non_null=("attempt_id", "grading_pass", "task_id", "status", "reward", *LINEAGE_COLUMNS),
+        non_null=("attempt_id", "grading_pass", "task_id", "status", *LINEAGE_COLUMNS),
         unique_together=(("attempt_id", "grading_pass"),), value_sets=(("grading_pass", _PASSES),),
         graded=(("status", "reward"),)),
     "trajectories": TableRules(
         non_null=("trajectory_id", "n_turns", "turns", "grader_version"), unique=("trajectory_id",),
         reward_range=("best_reward",), non_negative=("n_turns",), nested=(("turns", "trajectory_turns"),)),
     "trajectory_turns": TableRules(
-        non_null=("trajectory_id", "turn", "attempt_id", "status", "reward"), unique=("attempt_id",),
+        non_null=("trajectory_id", "turn", "attempt_id", "status"), unique=("attempt_id",),
         unique_together=(("trajectory_id", "turn"),), non_negative=("turn",), graded=(("status", "reward"),)),
     "revalidated_records": TableRules(
-        non_null=("attempt_id", "task_id", "primary_status", "primary_reward", *LINEAGE_COLUMNS),
+        non_null=("attempt_id", "task_id", "primary_status", *LINEAGE_COLUMNS),
         unique=("attempt_id",), min_rows=0,  # a small run may have no record that survived its recheck
         graded=(("primary_status", "primary_reward"), ("revalidation_status", "revalidation_reward"))),
     "split_manifest": TableRules(
@@ -164,9 +169,13 @@ def build_suite(rules_name: str, columns: list[str]) -> Any:
             continue
         add(E.ExpectColumnValuesToBeInSet(column=status, value_set=[s.value for s in Status]))
         add(E.ExpectColumnValuesToBeBetween(column=reward, min_value=REWARD_FLOOR, max_value=REWARD_MAX))
-        # the reward function's two branches: the floor for anything not correct, a clipped log2 otherwise
-        add(E.ExpectColumnValuesToBeInSet(column=reward, value_set=[REWARD_FLOOR],
-                                          row_condition=Column(status) != Status.CORRECT.value))
+        # not graded here: no reward at all; graded: a reward, from one of the reward function's two branches
+        add(E.ExpectColumnValuesToBeNull(column=reward, row_condition=Column(status).is_in(list(NOT_GRADED_HERE))))
+        add(E.ExpectColumnValuesToNotBeNull(column=reward,
+                                            row_condition=Column(status).is_not_in(list(NOT_GRADED_HERE))))
+        # the floor for anything not correct, a clipped log2 otherwise
+        add(E.ExpectColumnValuesToBeInSet(column=reward, value_set=[REWARD_FLOOR], row_condition=Column(status)
+                                          .is_not_in([Status.CORRECT.value, *NOT_GRADED_HERE])))
         add(E.ExpectColumnValuesToBeBetween(column=reward, min_value=CORRECT_REWARD_MIN, max_value=REWARD_MAX,
                                             row_condition=Column(status) == Status.CORRECT.value))
     return suite

@@ -2,40 +2,91 @@
 -- Sealed data never appears here: hidden size keys were redacted before grades were stored, task
 -- cards are their public form, and no expert source is selected.
 
+-- The three splits come from the frozen manifest (`split_manifest`); every config with rows per task carries
+-- a `split` column and is written as one shard per split (assets/release.py SPLIT_CONFIGS).
+-- Statuses the grader sets when it could not grade the attempt at all (grader.contract: Status values whose
+-- is_candidate_fault is False) are published with a NULL reward, never the floor; tests/test_release_card.py
+-- holds this list to the grader's.
+
 -- name: attempts
-SELECT attempt_id, task_id, agent, model, trajectory_id, turn, language, entry_point, source, source_sha256,
+SELECT a.attempt_id, a.task_id, agent, model, trajectory_id, turn, language, entry_point, source, source_sha256,
        source_format, generation_tokens, generation_budget_tokens, started_at, finished_at, claimed_speedup,
-       origin, input_sha256, CAST(extra AS VARCHAR) AS extra
-FROM raw_attempts ORDER BY attempt_id;
+       origin, input_sha256, CAST(extra AS VARCHAR) AS extra, m.split
+FROM raw_attempts a LEFT JOIN split_manifest m USING (task_id) ORDER BY attempt_id;
 
 -- name: grades
-SELECT attempt_id, grading_pass, task_id, task_revision, grader_version, fingerprint_id, status, reason_code,
-       reason, reward, speedup_geomean, measured_speedup_geomean, CAST(sizes AS VARCHAR) AS sizes,
+SELECT g.attempt_id, grading_pass, g.task_id, task_revision, grader_version, g.fingerprint_id, status, reason_code,
+       reason,
+       CASE WHEN status IN ('infra_error', 'unsupported_on_backend') THEN NULL ELSE reward END AS reward,
+       status NOT IN ('infra_error', 'unsupported_on_backend') AS graded_here,
+       speedup_geomean, measured_speedup_geomean, CAST(sizes AS VARCHAR) AS sizes,
        CAST(tolerances AS VARCHAR) AS tolerances, startup_s, compile_s, correctness_s, timing_s, expert_s,
-       total_s, retry_s, tries, seed, profile, device, sharing, CAST(kernels_launched AS VARCHAR) AS kernels_launched,
-       run_id, graded_at
-FROM current_grades ORDER BY attempt_id, grading_pass;
+       total_s, retry_s, tries, seed, profile, device,
+       coalesce(f.kind, CASE WHEN device = 'cpu' THEN 'cpu' ELSE 'cuda' END) AS backend, sharing,
+       CAST(kernels_launched AS VARCHAR) AS kernels_launched, g.run_id, graded_at, m.split
+FROM current_grades g
+LEFT JOIN (SELECT fingerprint_id, any_value(json_extract_string(fingerprint, '$.kind')) AS kind
+           FROM fingerprints GROUP BY fingerprint_id) f USING (fingerprint_id)
+LEFT JOIN split_manifest m USING (task_id)
+ORDER BY g.attempt_id, grading_pass;
 
 -- name: trajectories
-SELECT trajectory_id, task_id, agent, model, n_turns, turns, rewards, best_reward, first_correct_turn,
-       grader_version
-FROM trajectories ORDER BY trajectory_id;
+-- Each turn says where its reward was measured (backend, device), what the reward means there and whether the
+-- independent recheck confirmed it. revalidation_state renames the ledger's terminal state (sql/ledger.sql, the
+-- one place that decides it): revalidated -> confirmed, ambiguous, disagreed, recheck_* -> recheck_failed, and
+-- not_rechecked for attempts that had no recheck (never graded here).
+WITH flat AS (
+    SELECT t.trajectory_id, u.x.turn AS turn, u.x.attempt_id AS attempt_id, u.x.status AS status,
+           u.x.reward AS reward
+    FROM trajectories t, unnest(t.turns) AS u(x)
+), facts AS (
+    SELECT f.trajectory_id, f.turn, f.attempt_id, f.status,
+           coalesce(json_extract_string(fp.fingerprint, '$.kind'),
+                    CASE WHEN g.device = 'cpu' THEN 'cpu' WHEN g.device IS NOT NULL THEN 'cuda' END) AS backend,
+           g.device,
+           CASE WHEN f.status IS NULL THEN 'not_graded'
+                WHEN f.status IN ('infra_error', 'unsupported_on_backend') THEN 'not_graded_here'
+                WHEN f.status <> 'correct' THEN 'floor'
+                WHEN coalesce(json_extract_string(fp.fingerprint, '$.kind'), g.device) = 'cpu'
+                    THEN 'cpu_timing_not_a_speedup'
+                ELSE 'log2_speedup_vs_expert' END AS reward_kind,
+           CASE WHEN f.status IN ('infra_error', 'unsupported_on_backend') THEN NULL ELSE f.reward END AS reward,
+           CASE l.terminal_state WHEN 'revalidated' THEN 'confirmed' WHEN 'ambiguous' THEN 'ambiguous'
+                WHEN 'disagreed' THEN 'disagreed' WHEN 'recheck_infra_error' THEN 'recheck_failed'
+                WHEN 'recheck_unsupported_on_backend' THEN 'recheck_failed'
+                ELSE 'not_rechecked' END AS revalidation_state,
+           CASE WHEN v.revalidation_status IN ('infra_error', 'unsupported_on_backend') THEN NULL
+                ELSE v.revalidation_reward END AS recheck_reward
+    FROM flat f
+    LEFT JOIN current_grades g ON g.attempt_id = f.attempt_id AND g.grading_pass = 'primary'
+    LEFT JOIN (SELECT fingerprint_id, any_value(fingerprint) AS fingerprint FROM fingerprints
+               GROUP BY fingerprint_id) fp ON fp.fingerprint_id = g.fingerprint_id
+    LEFT JOIN ledger l ON l.ledger_source = 'raw' AND l.attempt_id = f.attempt_id
+    LEFT JOIN revalidated_records v ON v.attempt_id = f.attempt_id
+), turns AS (
+    SELECT trajectory_id,
+           list({'turn': turn, 'attempt_id': attempt_id, 'status': status, 'reward': reward,
+                 'reward_kind': reward_kind, 'backend': backend, 'device': device,
+                 'revalidation_state': revalidation_state, 'recheck_reward': recheck_reward}
+                ORDER BY turn, attempt_id) AS turns
+    FROM facts GROUP BY trajectory_id
+)
+SELECT t.trajectory_id, t.task_id, t.agent, t.model, t.n_turns, u.turns,
+       list_transform(u.turns, lambda x: x.reward) AS rewards,
+       list_max(list_transform(u.turns, lambda x: x.reward)) AS best_reward, t.first_correct_turn, t.grader_version,
+       m.split, m.split_version
+FROM trajectories t JOIN turns u USING (trajectory_id) LEFT JOIN split_manifest m USING (task_id)
+ORDER BY t.trajectory_id;
 
 -- name: revalidated
-SELECT r.*, a.trajectory_id, a.turn
-FROM revalidated_records r JOIN raw_attempts a USING (attempt_id) ORDER BY attempt_id;
-
--- name: trajectories_train
-SELECT t.*, m.split, m.split_version FROM trajectories t JOIN split_manifest m USING (task_id)
-WHERE m.split = 'train' ORDER BY t.trajectory_id;
-
--- name: trajectories_validation
-SELECT t.*, m.split, m.split_version FROM trajectories t JOIN split_manifest m USING (task_id)
-WHERE m.split = 'validation' ORDER BY t.trajectory_id;
-
--- name: trajectories_test_heldout
-SELECT t.*, m.split, m.split_version FROM trajectories t JOIN split_manifest m USING (task_id)
-WHERE m.split = 'test_heldout' ORDER BY t.trajectory_id;
+SELECT r.* REPLACE (
+           CASE WHEN r.primary_status IN ('infra_error', 'unsupported_on_backend') THEN NULL
+                ELSE r.primary_reward END AS primary_reward,
+           CASE WHEN r.revalidation_status IN ('infra_error', 'unsupported_on_backend') THEN NULL
+                ELSE r.revalidation_reward END AS revalidation_reward),
+       a.trajectory_id, a.turn, m.split
+FROM revalidated_records r JOIN raw_attempts a USING (attempt_id) LEFT JOIN split_manifest m ON m.task_id = r.task_id
+ORDER BY attempt_id;
 
 -- name: splits
 SELECT task_id, family, lineage, workload_key, split, split_version, manifest_sha256 FROM split_manifest ORDER BY task_id;
@@ -51,12 +102,31 @@ SELECT origin, attempt_id, reason_code, reason, raw_excerpt, input_sha256 FROM q
 SELECT category, name, value, unit FROM accounting ORDER BY category, name;
 
 -- name: tasks
-SELECT task_id, task_revision, family, lineage, CAST(public_card AS VARCHAR) AS public_card
-FROM tasks ORDER BY task_id;
+SELECT t.task_id, task_revision, t.family, t.lineage, CAST(public_card AS VARCHAR) AS public_card, m.split
+FROM tasks t LEFT JOIN split_manifest m USING (task_id) ORDER BY task_id;
 
 -- name: fingerprints
 SELECT fingerprint_id, CAST(fingerprint AS VARCHAR) AS fingerprint FROM fingerprints
 WHERE fingerprint_id IN (SELECT fingerprint_id FROM current_grades) ORDER BY fingerprint_id;
+
+-- name: split_rows
+-- Rows of one config's query (a query above, put in place of the placeholder) per split; NULL counts rows
+-- whose task has no split.
+SELECT split, count(*) AS n FROM ({query}) GROUP BY split;
+
+-- name: split_shard
+-- One split's rows of a config's query (placeholders filled in Python: COPY takes no bound parameters).
+SELECT * FROM ({query}) WHERE split = '{split}';
+
+-- name: manifest
+SELECT DISTINCT split_version, manifest_sha256 FROM split_manifest ORDER BY split_version;
+
+-- name: sources
+-- Which corpora the release holds content from: the attempts' formats and the tasks' lineage prefixes.
+SELECT DISTINCT source FROM (
+    SELECT source_format AS source FROM raw_attempts
+    UNION ALL SELECT split_part(lineage, '/', 1) FROM tasks WHERE task_id IN (SELECT task_id FROM raw_attempts)
+) WHERE source IS NOT NULL ORDER BY source;
 
 -- name: record
 INSERT INTO releases VALUES ($version, $path, $run_id, $created_at, $configs);
@@ -73,6 +143,9 @@ SELECT
     (SELECT list(DISTINCT grader_version) FROM current_grades) AS grader_versions,
     (SELECT list(DISTINCT fingerprint_id) FROM current_grades) AS fingerprint_ids,
     (SELECT list(DISTINCT device) FROM current_grades) AS devices,
+    (SELECT list(DISTINCT coalesce(json_extract_string(f.fingerprint, '$.kind'),
+                                   CASE WHEN g.device = 'cpu' THEN 'cpu' ELSE 'cuda' END))
+     FROM current_grades g LEFT JOIN fingerprints f USING (fingerprint_id)) AS backends,
     (SELECT list(DISTINCT profile) FROM current_grades) AS profiles;
 
 -- name: missing_lineage

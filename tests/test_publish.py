@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,6 +29,11 @@ TOKEN = "hf_local_publish_token"
 REPO = "kerneltraj/publish-test"
 SMALL_RELEASE_ATTEMPTS = 2
 RELEASE_TIMEOUT_S = 240
+VALIDATION_TASK = "cross_entropy_fp32"
+HELDOUT_TASK = "attention_fp16"
+"""A task of the held-out family `attention` (splits/split_manifest-v1.json)."""
+CUDA_TASK = "gelu_fp32"
+CUDA_ATTEMPT = "publish-test.cuda.gelu.t1"
 
 
 def _checkpoint_pair(out: Path) -> Path:
@@ -49,6 +55,17 @@ def _checkpoint_pair(out: Path) -> Path:
     return out
 
 
+def split_attempts(lines: list[bytes]) -> list[bytes]:
+    """Quick attempts (compile errors) on a validation task and on a task of a held-out family, so the release
+    has rows in every split; plus a CUDA attempt, which a CPU grader cannot run (`unsupported_on_backend`)."""
+    rows = [json.loads(ln) for ln in lines]
+    out = [next(r for r in rows if r["task_id"] == task and r["extra"].get("intended") == "compile_error")
+           for task in (VALIDATION_TASK, HELDOUT_TASK)]
+    cuda = next(r for r in rows if r["task_id"] == CUDA_TASK and r["extra"].get("intended") == "compile_error")
+    out.append({**cuda, "attempt_id": CUDA_ATTEMPT, "trajectory_id": CUDA_ATTEMPT, "turn": 1, "language": "cuda"})
+    return [json.dumps(r).encode() for r in out]
+
+
 def small_project_env(root: Path) -> dict[str, str]:
     env = project_env(root, (root / "attempts.jsonl", root / "malformed.jsonl"))
     env["KERNELTRAJ_CHECKPOINTS"] = os.pathsep.join(str(root / "checkpoints" / f) for f in ("baseline.jsonl",
@@ -67,7 +84,8 @@ def small_release(tmp_path_factory: pytest.TempPathFactory, demo_files: tuple[Pa
     root.mkdir()
     attempts, malformed = demo_files
     lines = [ln for ln in attempts.read_bytes().split(b"\n") if ln.strip()]
-    (root / "attempts.jsonl").write_bytes(b"\n".join(select_subset(lines, SMALL_RELEASE_ATTEMPTS)) + b"\n")
+    picked = select_subset(lines, SMALL_RELEASE_ATTEMPTS) + split_attempts(lines)
+    (root / "attempts.jsonl").write_bytes(b"\n".join(picked) + b"\n")
     bad = [ln for ln in malformed.read_bytes().split(b"\n") if ln.strip()][:1]
     (root / "malformed.jsonl").write_bytes(b"\n".join(bad) + b"\n")
     (root / "checkpoints").mkdir()
@@ -174,23 +192,128 @@ def test_publish_tags_one_commit_and_republish_makes_none(project, hub, monkeypa
     assert any(c["name"] == "release:release_matches_warehouse" for c in pub["checks"])
 
 
-def test_published_config_loads_with_datasets(project, hub, tmp_path):
+def load_from_hub(project: Path, hub: LocalHub, tmp_path: Path, code: str) -> dict:
+    """Run `code` (which prints one JSON line last) with the real `datasets` against the local Hub."""
     if not (Settings.from_env(hub_env(project, hub)).releases_dir / "v0.1.0.published.json").is_file():
         pytest.fail("run with test_publish_tags_one_commit_and_republish_makes_none: nothing published yet")
-    code = textwrap.dedent(f"""
-        import json, datasets
-        ds = datasets.load_dataset({REPO!r}, "grades", revision="v0.1.0", split="train")
-        print(json.dumps({{"rows": ds.num_rows, "columns": ds.column_names}}))
-    """)
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0",
            "HF_HOME": str(tmp_path / "hf_home"), "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_TELEMETRY": "1",
            "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
+                          timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_published_config_loads_with_datasets(project, hub, tmp_path):
+    got = load_from_hub(project, hub, tmp_path, f"""
+        import json, datasets
+        ds = datasets.load_dataset({REPO!r}, "grades", revision="v0.1.0")
+        print(json.dumps({{"rows": sum(d.num_rows for d in ds.values()), "columns": ds["train"].column_names}}))
+    """)
     configs = json.loads(cli(project, "status", "--json").stdout)["release"]["configs"]
     assert got["rows"] == configs["grades"] > 0
-    assert {"attempt_id", "grading_pass", "reward", "status"} <= set(got["columns"])
+    assert {"attempt_id", "grading_pass", "reward", "status", "backend", "graded_here", "split"} <= set(got["columns"])
+
+
+def test_default_config_has_real_splits_and_no_heldout_task_outside_test_heldout(project, hub, tmp_path):
+    """What `datasets.load_dataset(repo)` gives a lab: train / validation / test_heldout, each row in its own
+    split, and no task of a held-out family or lineage anywhere but test_heldout, in any config."""
+    from pipelines.splits import DEFAULT_POLICY
+
+    got = load_from_hub(project, hub, tmp_path, f"""
+        import json, datasets
+        out = {{}}
+        for config in (None, "attempts", "grades", "revalidated", "tasks", "splits"):
+            ds = datasets.load_dataset({REPO!r}, config, revision="v0.1.0")
+            out[config or "default"] = {{name: [{{"task_id": r["task_id"], "split": r["split"],
+                                                  **({{"family": r["family"], "lineage": r["lineage"]}}
+                                                     if config == "splits" else {{}})}} for r in d]
+                                         for name, d in ds.items()}}
+        try:
+            datasets.load_dataset({REPO!r}, "trajectories_test_heldout", revision="v0.1.0")
+            out["old_config"] = True
+        except ValueError:
+            out["old_config"] = False
+        print(json.dumps(out))
+    """)
+    assert got.pop("old_config") is False  # the split is a split now, not a config holding a `train` split
+    assert set(got["default"]) == {"train", "validation", "test_heldout"}
+    manifest = got["splits"]
+    held_out = {r["task_id"] for rows in manifest.values() for r in rows
+                if r["family"] in DEFAULT_POLICY.held_out_families or r["lineage"] in DEFAULT_POLICY.held_out_lineages}
+    assert HELDOUT_TASK in held_out
+    for config, splits in got.items():
+        for name, rows in splits.items():
+            assert rows and all(r["split"] == name for r in rows), (config, name)
+            if name != "test_heldout":
+                assert not {r["task_id"] for r in rows} & held_out, (config, name)
+    tasks = {name: {r["task_id"] for r in rows} for name, rows in got["default"].items()}
+    assert HELDOUT_TASK in tasks["test_heldout"] and VALIDATION_TASK in tasks["validation"]
+
+
+def test_every_turn_says_where_it_was_measured_and_if_it_was_rechecked(project, hub, tmp_path):
+    from pipelines.release_card import REVALIDATION_STATES
+
+    got = load_from_hub(project, hub, tmp_path, f"""
+        import json, datasets
+        ds = datasets.load_dataset({REPO!r}, revision="v0.1.0")
+        grades = datasets.load_dataset({REPO!r}, "grades", revision="v0.1.0")
+        print(json.dumps({{"turns": [t for d in ds.values() for r in d for t in r["turns"]],
+                          "grades": [r for d in grades.values() for r in d]}}, default=str))
+    """)
+    turns = {t["attempt_id"]: t for t in got["turns"]}
+    assert len(turns) == SMALL_RELEASE_ATTEMPTS + 3
+    for t in turns.values():
+        assert t["backend"] == "cpu" and t["device"] == "cpu", t
+        assert t["revalidation_state"] in REVALIDATION_STATES, t
+    cuda = turns[CUDA_ATTEMPT]
+    assert cuda["status"] == "unsupported_on_backend" and cuda["reward"] is None
+    assert (cuda["reward_kind"], cuda["revalidation_state"]) == ("not_graded_here", "not_rechecked")
+    graded = [t for a, t in turns.items() if a != CUDA_ATTEMPT]
+    assert all(t["reward"] is not None for t in graded)
+    assert all(t["reward_kind"] == ("cpu_timing_not_a_speedup" if t["status"] == "correct" else "floor")
+               for t in graded)
+    cuda_grades = [g for g in got["grades"] if g["attempt_id"] == CUDA_ATTEMPT]
+    assert cuda_grades and all(g["reward"] is None and g["graded_here"] is False for g in cuda_grades)
+    assert all(g["reward"] is not None and g["graded_here"] is True and g["backend"] == "cpu"
+               for g in got["grades"] if g["attempt_id"] != CUDA_ATTEMPT)
+
+
+def test_release_card_describes_every_column_and_names_each_sources_licence(project):
+    """Every column of every config's parquet carries a description, in its field metadata and in the card;
+    the card's licences are those of the sources the release holds; it pins the commit and manifest."""
+    import pyarrow.parquet as pq
+    import yaml
+
+    from assets.release import CONFIGS, config_shards
+    from pipelines.markup import card_body
+    from pipelines.release_card import describe, licences
+
+    folder = Settings.from_env(small_project_env(project)).releases_dir / "v0.1.0"
+    card = (folder / "README.md").read_text()
+    front, body = yaml.safe_load(card.split("---\n")[1]), card_body(card)
+    for config in CONFIGS:
+        shards = config_shards(folder, config)
+        assert shards, config
+        section = body.split(f"### `{config}`", 1)[1].split("\n### ", 1)[0]
+        for shard in shards:
+            for field in pq.read_schema(shard):
+                text = (field.metadata or {}).get(b"description", b"").decode()
+                assert text and text == describe(config, field.name), (config, field.name)
+                assert f"| {field.name} |" in section, (config, field.name)
+    formats = {json.loads(ln).get("source_format", "kerneltraj")
+               for ln in (project / "attempts.jsonl").read_text().splitlines() if ln.strip()}
+    assert formats == {"kerneltraj"} and front["kerneltraj"]["sources"] == ["kerneltraj"]
+    assert front["license"] == licences(["kerneltraj"])[0]["license"] == "apache-2.0"
+    assert "kerneltraj contributors" in (folder / "NOTICE").read_text()
+    manifest = json.loads((REPO_ROOT / "splits" / "split_manifest-v1.json").read_text())["content_hash"]
+    assert front["kerneltraj"]["split_manifest"]["sha256"] == manifest and manifest in body
+    assert re.fullmatch(r"[0-9a-f]{40}(-dirty)?", front["kerneltraj"]["code_commit"])
+    assert front["kerneltraj"]["code_commit"] in body
+    for text in ("datasets.load_dataset(", "## Limitations", "## Citation", "trajectories.turns[].attempt_id",
+                 "[-6, 3]", "CPU release: its speed rewards are not speedups"):
+        assert text in body, text
 
 
 def test_failed_blocking_check_means_no_publish(project, hub, tmp_path, monkeypatch):
