@@ -210,7 +210,8 @@ class Slot:
         if memory_limit_mb and slot_limit:
             config = dict(config, address_space_mb=min(slot_limit, memory_limit_mb))
         if role != "candidate":
-            config = dict(config, uid=getattr(self, f"{role}_uid"), fallback_scratch=f"{config['fallback_scratch']}-{role}")
+            config = dict(config, uid=getattr(self, f"{role}_uid"), fallback_scratch=f"{config['fallback_scratch']}-{role}",
+                          role=role)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a_ours, a_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         popen = None

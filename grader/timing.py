@@ -29,7 +29,8 @@ FLUSH_BYTES = 1 << 30
 
 
 class DeviceClock:
-    def __init__(self, device: str):
+    def __init__(self, device: str, flush: bool = True):
+        """`flush`: allocate the L2 flush buffer (a worker that never times, a reference's, needs none)."""
         import torch
 
         self.cuda = device.startswith("cuda")
@@ -43,7 +44,7 @@ class DeviceClock:
             self._record, self._elapsed, self._query = event.record, event.elapsed_time, event.query
             self._stream = torch.cuda.current_stream()
             self._events = tuple(event(enable_timing=True) for _ in range(3))
-            self._flush_buf = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=device)
+            self._flush_buf = torch.empty(FLUSH_BYTES if flush else 1, dtype=torch.int8, device=device)
             self._zero = torch._C.TensorBase.zero_
         self._l2 = PersistingL2() if self.cuda else None
 

@@ -207,7 +207,7 @@ def _import_candidate(path: str, module_name: str, entry_point: str):
 
 class Worker:
     def __init__(self, sock: socket.socket, device: str, audit_fd: int | None = None, sealed: list[str] = (),
-                 reveal: list[str] = ()):
+                 reveal: list[str] = (), role: str = "candidate"):
         import gc
         import signal
 
@@ -235,7 +235,10 @@ class Worker:
         self._uint8 = torch.uint8
         self._storage_ptr = (lambda t, _s=torch._C.TensorBase.untyped_storage, _p=torch._C.StorageBase.data_ptr:
                              _p(_s(t)))
-        self.clock = timing.DeviceClock(device)
+        self.clock = timing.DeviceClock(device, flush=role != "reference")
+        # A reference worker gives its cached device memory back after each answer: kept for every task
+        # of a slot, it would otherwise hold its largest float64 answer's memory while idle.
+        self._empty_cache = torch.cuda.empty_cache if self.cuda and role == "reference" else None
         self._off_stream = timing.off_stream_kernels
         if self.cuda:  # the call Triton itself makes to find the stream it launches on
             _STREAM["raw"] = (lambda _get=torch._C._cuda_getCurrentRawStream, _dev=torch.cuda.current_device():
@@ -376,7 +379,8 @@ class Worker:
             self._dest = self.torch.empty(nbytes, dtype=self._uint8, device=self.device) if nbytes > 0 else None
             self._poison(nbytes)
             self.clock.sync()  # inputs ready; the timed call flushes L2 itself
-        except BaseException:
+        except BaseException:  # the worker's own preparation failed (out of memory): nothing was tampered with
+            self._dest = None
             self.runner.release(parked)
             raise
         ops, kernels, side = [], [], []
@@ -477,7 +481,11 @@ class Worker:
             return {"ok": False, "error_kind": "exception",
                     "error": f"the reference returned {[_type(t).__name__ for t in parts]}, not tensors"}, None
         metas, fd = wire.tensors_to_memfd(parts)
-        return {"ok": True, "tensors": metas, "scaled": box[0][1] is not None}, fd
+        scaled = box[0][1] is not None
+        del parts, box, inputs
+        if self._empty_cache is not None:  # the answer and inputs are dropped on this thread's start first
+            self.runner.bury(self.runner.run(self._empty_cache, ()))
+        return {"ok": True, "tensors": metas, "scaled": scaled}, fd
 
     def _release(self, msg: dict):
         self.kept.clear()

@@ -85,7 +85,8 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
     from grader.worker import Worker
 
     t_sandbox = time.perf_counter()
-    worker = Worker(sock, cfg["device"], audit_fd=audit_fd, sealed=cfg["hide"], reveal=cfg.get("reveal", []))
+    worker = Worker(sock, cfg["device"], audit_fd=audit_fd, sealed=cfg["hide"], reveal=cfg.get("reveal", []),
+                    role=cfg.get("role", "candidate"))
     hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers, "audit_fd": audit_fd,
              "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3}
     return worker, hello
