@@ -70,9 +70,9 @@ def trace(con: duckdb.DuckDBPyConnection, record_id: str, instance: dg.DagsterIn
     if reval:
         runs["revalidated_records"] = reval[0]["run_id"]
     if release is not None:
-        shard = Path(release["path"]) / "data" / "grades" / "train-00000-of-00001.parquet"
-        published = shard.is_file() and query_dicts(
-            con, load_sql("lineage.published"), {"shard": str(shard), **p})[0]["rows"] > 0
+        shards = sorted((Path(release["path"]) / "data" / "grades").glob("*.parquet"))  # one per split
+        published = any(query_dicts(con, load_sql("lineage.published"), {"shard": str(shard), **p})[0]["rows"] > 0
+                        for shard in shards)
         out["release"] = {"version": release["version"], "published": bool(published), "run_id": release["run_id"]}
         runs["release"] = release["run_id"]
     out["dagster_runs"] = {k: _run(instance, v) for k, v in runs.items() if v}

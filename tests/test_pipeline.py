@@ -23,7 +23,7 @@ import yaml
 
 from assets import ingest
 from assets.grading import PASS_PRIMARY, commit_grades, derive_seed, grade_row
-from assets.release import CONFIGS, shard_path
+from assets.release import CONFIGS, config_shards
 from grader.contract import GRADER_VERSION, REWARD_FLOOR, GradeResult, Reason, Status
 from pipelines.definitions import RELEASE_JOB, build_defs
 from pipelines.resources import AttemptSources, GradeOutcome, Settings, Warehouse
@@ -242,7 +242,8 @@ def test_published_files_hold_cheats_at_the_floor_and_nothing_sealed(project):
     assert front["license"] and front["task_categories"] and front["size_categories"] == ["n<1K"]
     assert front["kerneltraj"]["grader_version"] == GRADER_VERSION
     con = duckdb.connect()
-    grades = query_dicts(con, "SELECT * FROM read_parquet($p)", {"p": str(shard_path(root, "grades"))})
+    grades = [g for shard in config_shards(root, "grades")
+              for g in query_dicts(con, "SELECT * FROM read_parquet($p)", {"p": str(shard)})]
     attempts = {json.loads(line)["attempt_id"]: json.loads(line)
                 for line in project.attempts_file.read_text().splitlines() if line.strip()}
     cheats = {a for a, rec in attempts.items() if str(rec.get("extra", {}).get("intended", "")).startswith("cheat:")}
@@ -254,7 +255,7 @@ def test_published_files_hold_cheats_at_the_floor_and_nothing_sealed(project):
             assert not size["hidden"] or size["size_key"].startswith("hidden#")
     assert {(g["attempt_id"], g["grading_pass"]) for g in grades} >= {(a, "primary") for a in attempts}
     for config in CONFIGS:
-        assert shard_path(root, config).is_file()
+        assert config_shards(root, config), f"release holds no shard of {config}"
 
 
 @pytest.mark.slow
