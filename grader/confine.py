@@ -77,14 +77,11 @@ def _child() -> None:
     """Fork into a PID namespace of its own where the host allows it, then enter the sandbox as its
     first process and run the program; this first process waits and passes on its exit status."""
     from grader import sandbox
-    from grader.zygote import settle_in  # imported now: the checkout is hidden once the sandbox is entered
+    from grader.zygote import relay_ns_child, settle_in  # imported now: the checkout is hidden in the sandbox
 
     config = json.loads(os.environ.pop(_CONFIG_VAR))
     namespaces = sandbox.PidNamespaces()
-    pid = namespaces.fork()
-    if pid:
-        _, status = os.waitpid(pid, 0)
-        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    relay_ns_child(None, namespaces)
     layers = sandbox.enter(hide=config["hide"], reveal=config["reveal"], tmp_mb=512, uid=config["uid"],
                            nproc=config["nproc"], nofile=256, fsize_mb=config["fsize_mb"],
                            address_space_mb=config["memory_mb"], pid_ns_off=namespaces.off)

@@ -242,7 +242,10 @@ class Slot:
         # so its own process group is all there is: the uid's other processes (kept experts) stay.
         try:
             hello, _ = wire.recv(conn.sock, 0)
-        except (OSError, wire.WireError):
+            if popen is not None and "relay_pid" in hello:  # the exec'd process forked the worker into its namespace
+                conn.pid = int(hello["relay_pid"])
+                hello, _ = wire.recv(conn.sock, 0)
+        except (OSError, wire.WireError, ValueError, TypeError):
             self._kill(conn, None)
             raise
         if hello.get("ok") is False:  # it failed before its hello and says why (zygote.send_start_failure)
@@ -250,9 +253,9 @@ class Slot:
             error = str(hello.get("error") or "").rstrip() or "no traceback sent"
             raise wire.WireError(f"{error.splitlines()[-1][:300]}\n{error[-1500:]}")
         conn.hello = hello
-        conn.baseline_threads = sandbox.thread_count(pid)
+        conn.baseline_threads = sandbox.thread_count(conn.pid)
         if isinstance(hello.get("audit_fd"), int):
-            conn.audit_target = sandbox.fd_target(pid, hello["audit_fd"])
+            conn.audit_target = sandbox.fd_target(conn.pid, hello["audit_fd"])
         return conn
 
     def expert(self, key: str, source: str, timeout_s: float) -> WorkerConn:

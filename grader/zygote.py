@@ -44,6 +44,26 @@ def child_main(sock: socket.socket, audit_fd: int, cfg: dict) -> None:
     worker.serve()
 
 
+def relay_ns_child(sock: socket.socket | None, namespaces) -> None:
+    """An exec'd process cannot be the first process of a PID namespace itself: it forks one that is,
+    tells the parent that process's pid (the one to watch and kill) in a first frame on `sock` (if
+    given), and waits for it, passing on its exit status. Returns in the forked child only."""
+    go_r, go_w = os.pipe()
+    pid = namespaces.fork()
+    if pid == 0:
+        os.close(go_w)
+        os.read(go_r, 1)  # the relay frame is on the channel before the worker's hello
+        os.close(go_r)
+        return
+    os.close(go_r)
+    if sock is not None:
+        wire.send(sock, {"relay_pid": pid})
+        sock.close()
+    os.close(go_w)
+    _, status = os.waitpid(pid, 0)
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
 def send_start_failure(sock: socket.socket, e: BaseException) -> None:
     """Tell the parent why this worker could not start: {"ok": False, "hello": True, "error": traceback}."""
     try:
@@ -72,8 +92,7 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
     layers = sandbox.enter(hide=cfg["hide"], reveal=cfg.get("reveal", []), tmp_mb=cfg["tmp_mb"],
                            uid=cfg.get("uid"), nproc=cfg["nproc"], nofile=cfg["nofile"],
                            fsize_mb=cfg["fsize_mb"], address_space_mb=cfg.get("address_space_mb"),
-                           pid_ns_off=cfg.get("pid_ns_off", "off: a fresh worker is started by exec, not forked "
-                                                            "into a PID namespace"))
+                           pid_ns_off=cfg.get("pid_ns_off", ""))
     scratch = layers["scratch"] if layers["scratch"] != "off" else cfg["fallback_scratch"]
     os.makedirs(scratch, exist_ok=True)
     os.chdir(scratch)
@@ -341,9 +360,14 @@ if __name__ == "__main__":
             if fresh_cfg["device"] == "cpu":
                 os.environ["TRITON_INTERPRET"] = "1"
             _preimport(fresh_cfg["device"])
+            from grader.sandbox import PidNamespaces
+
+            fresh_ns = PidNamespaces()
         except BaseException as e:  # noqa: BLE001 - the parent hears why, then the process exits non-zero
             send_start_failure(fresh_sock, e)
             raise
+        fresh_cfg["pid_ns_off"] = fresh_ns.off
+        relay_ns_child(fresh_sock, fresh_ns)
         child_main(fresh_sock, int(sys.argv[3]), fresh_cfg)
     else:
         zygote_main(int(sys.argv[1]))

@@ -121,6 +121,8 @@ def test_fresh_process_mode_grades_the_same():
         r = svc.grade_one(GradeRequest(attempt_id="fresh", task_id=TASK, source=HONEST, language="pytorch"))
     assert r.status is Status.CORRECT, r.reason
     assert r.phase_seconds["startup"] > 0
+    if os.geteuid() == 0:  # exec'd, the worker is still forked as the first process of a PID namespace
+        assert r.sandbox["pid_ns"] is True and r.sandbox["private_proc"] is True, r.sandbox
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="planting a file at the file system root needs root")

@@ -22,6 +22,7 @@ from grader.taskcard import size_key
 from pipelines.export_traces import export_traces, parse_size_key
 from pipelines.importers import IMPORTERS, ImportBatch
 from pipelines.rawattempt import RawAttempt
+from tests.test_sandbox_isolation import hostile_module_level, listener, needs_root  # noqa: F401,F811 - a fixture
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"
@@ -429,3 +430,24 @@ def test_cuda_l1_gpu_comes_from_the_row_when_it_has_one(tmp_path: Path) -> None:
     assert by_line["2"].attempt_id == "cuda-l1:export:L1:T8"  # none in the row: the file name's
     assert by_line["3"].reason_code == "bad_type" and "gpu" in by_line["3"].reason
     assert {c["gpu"] for c in batch.claims} == {"l40s", "export"}
+
+
+@needs_root
+def test_importer_probe_runs_a_hostile_reference_only_in_the_sandbox(tmp_path, listener, monkeypatch):  # noqa: F811
+    from pipelines.importers import kernelbench as kb
+
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_of_the_host")
+    marker = tmp_path / "leaked"
+    code = hostile_module_level(str(marker), listener.port) + (
+        "import torch\n"
+        "class Model(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x * 2\n"
+        "def get_inputs():\n"
+        "    return [torch.randn(4, 8)]\n"
+        "def get_init_inputs():\n"
+        "    return []\n")
+    got = kb.probe_outputs({"hostile": (code, [([4, 8], "float32", "normal", 0.0, 1.0)])})
+    assert got["hostile"] == kb.ProbeResult((4, 8), "float32", 0), got  # it ran, in the sandbox
+    assert not marker.exists(), "the reference wrote a file on the host"
+    assert listener.accepted == 0, "the reference reached a host socket"

