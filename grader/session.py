@@ -551,7 +551,8 @@ def _rest_reference(g: _Grade) -> None:
     if conn is None:
         return
     try:
-        conn.request({"op": "release"}, EXPERT_TIMEOUT_S)
+        with _hold(g, "shared"):  # freeing device memory must not land inside another slot's timed pairs
+            conn.request({"op": "release"}, EXPERT_TIMEOUT_S)
     except (OSError, wire.WireError):
         g.slot.drop_reference(g.task.expert_key)
 
