@@ -551,8 +551,7 @@ def _rest_reference(g: _Grade) -> None:
     if conn is None:
         return
     try:
-        with _hold(g, "shared"):  # freeing device memory must not land inside another slot's timed pairs
-            conn.request({"op": "release"}, EXPERT_TIMEOUT_S)
+        conn.request({"op": "release"}, EXPERT_TIMEOUT_S)
     except (OSError, wire.WireError):
         g.slot.drop_reference(g.task.expert_key)
 
