@@ -62,19 +62,11 @@ class WorkerConn:
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"") -> tuple[dict, bytes, float]:
         """Send one message (with an optional raw payload) and wait for its reply; returns (reply, payload,
         parent_ms)."""
-        t0 = time.perf_counter_ns()
-        self.ask(msg, timeout_s, payload)
-        reply, payload = self.answer(msg)
-        return reply, payload, (time.perf_counter_ns() - t0) / 1e6
-
-    def ask(self, msg: dict, timeout_s: float, payload: bytes = b"") -> None:
-        """Send one message; its reply is read with `answer` (work can be done meanwhile)."""
         self.sock.settimeout(max(timeout_s, 0.001))
+        t0 = time.perf_counter_ns()
         wire.send(self.sock, msg, payload)
-
-    def answer(self, msg: dict) -> tuple[dict, bytearray]:
-        """The reply to `msg`, its payload capped by the op it answers."""
-        return wire.recv(self.sock, wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0))
+        reply, payload = wire.recv(self.sock, wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0))
+        return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 
     def drain_audit(self) -> list[str]:
         while True:
@@ -299,10 +291,6 @@ class Slot:
     def drop_expert(self, key: str) -> None:
         """End the kept expert worker of `key` (after it failed or broke its protocol)."""
         self._drop(f"expert:{key}")
-
-    def kept(self, role: str, key: str) -> WorkerConn | None:
-        """The live kept worker of `role` for `key`, if there is one (none is started)."""
-        return self._kept.get(f"{role}:{key}")
 
     def drop_reference(self, key: str) -> None:
         self._drop(f"reference:{key}")

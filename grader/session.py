@@ -177,7 +177,6 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
     finally:
         t = time.perf_counter()
         if g is not None:
-            _rest_reference(g)
             late = g.conn.drain_audit()
             how = slot.finish(g.conn)
             if status is Status.CRASHED and how == f"exited with code {guard.AUDIT_EXIT}":
@@ -467,16 +466,6 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, profile: bool
 
 
 def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Verdict:
-    pending = [_ask_reference(g, sz, seed)]  # the reference computes while the candidate's output comes over
-    try:
-        return _verify_against(g, sz, idx, seed, with_inputs, pending)
-    finally:
-        if pending:  # the check ended before the answer was read: read it now, so the channel stays in step
-            with contextlib.suppress(Floor):
-                _reference_answer(g, pending.pop(), sz)
-
-
-def _verify_against(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, pending: list) -> Verdict:
     task, slot = g.task, g.slot
     t_fetch = time.perf_counter()
     reply, _, _ = _request(g.conn, {"op": "fetch", "idx": idx, "with_inputs": with_inputs}, g.remaining)
@@ -495,39 +484,27 @@ def _verify_against(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool
         raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
     g.phases["transfer"] += time.perf_counter() - t_fetch
     t_ref = time.perf_counter()
+    inputs = make_inputs(sz.specs, seed, slot.device)
     if with_inputs:
-        inputs = make_inputs(sz.specs, seed, slot.device)
         returned = tensors[1:]
         if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
             raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
-    ref, scale = _reference_answer(g, pending.pop(), sz)
+    ref, scale = _reference(g, sz, seed)
     atol, rtol = task.card.tolerance()
     verdict = compare(tensors[0], ref, atol, rtol, scale)
     g.phases["reference"] += time.perf_counter() - t_ref
     return verdict
 
 
-def _ask_reference(g: _Grade, sz: _Size, seed: int) -> WorkerConn:
-    """Ask the task's sandboxed reference worker for its float64 answer (and error scale) on the inputs of
-    `seed`; `_reference_answer` reads it. Its time is the grader's, not the attempt's."""
-    t = time.perf_counter()
-    try:
-        conn = g.slot.reference(g.task.expert_key, g.task.card.reference, g.task.card.error_scale, EXPERT_TIMEOUT_S)
-        conn.ask({"op": "reference", "specs": sz.specs, "seed": seed}, EXPERT_TIMEOUT_S)
-    except (OSError, wire.WireError, RuntimeError) as e:
-        g.slot.drop_reference(g.task.expert_key)
-        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's reference failed in its sandbox: {e}") from None
-    finally:
-        g.waited_s += time.perf_counter() - t
-    return conn
-
-
-def _reference_answer(g: _Grade, conn: WorkerConn, sz: _Size) -> tuple:
-    """(answer, error scale or None) on the device, as the reference worker sent them."""
+def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
+    """The reference's float64 answer (and error scale) for the inputs of `seed`, from the task's
+    sandboxed reference worker. Its time is the grader's, not the attempt's."""
+    card, key = g.task.card, g.task.expert_key
     t = time.perf_counter()
     fd = None
     try:
-        reply, _ = conn.answer({"op": "reference"})
+        conn = g.slot.reference(key, card.reference, card.error_scale, EXPERT_TIMEOUT_S)
+        reply, _, _ = conn.request({"op": "reference", "specs": sz.specs, "seed": seed}, EXPERT_TIMEOUT_S)
         fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
         if not reply.get("ok") or fd is None or conn.drain_audit():
             why = reply.get("error") or "; ".join(conn.audit_lines[:3]) or "no output"
@@ -538,22 +515,11 @@ def _reference_answer(g: _Grade, conn: WorkerConn, sz: _Size) -> tuple:
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:
         if fd is not None:
             os.close(fd)
-        g.slot.drop_reference(g.task.expert_key)
+        g.slot.drop_reference(key)
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's reference failed in its sandbox: {e}") from None
     finally:
         g.waited_s += time.perf_counter() - t
     return tensors[0], (tensors[1] if len(tensors) > 1 else None)
-
-
-def _rest_reference(g: _Grade) -> None:
-    """End of a grade: the task's reference worker (kept for its next attempt) gives its device memory back."""
-    conn = g.slot.kept("reference", g.task.expert_key)
-    if conn is None:
-        return
-    try:
-        conn.request({"op": "release"}, EXPERT_TIMEOUT_S)
-    except (OSError, wire.WireError):
-        g.slot.drop_reference(g.task.expert_key)
 
 
 def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"") -> tuple[dict, bytes, float]:

@@ -236,8 +236,8 @@ class Worker:
         self._storage_ptr = (lambda t, _s=torch._C.TensorBase.untyped_storage, _p=torch._C.StorageBase.data_ptr:
                              _p(_s(t)))
         self.clock = timing.DeviceClock(device, flush=role != "reference")
-        # A reference worker gives its cached device memory back when a grade ends (`release`): kept for
-        # every task of a slot, it would otherwise hold its largest float64 answer's memory while idle.
+        # A reference worker gives its cached device memory back after each answer: kept for every task
+        # of a slot, it would otherwise hold its largest float64 answer's memory while idle.
         self._empty_cache = torch.cuda.empty_cache if self.cuda and role == "reference" else None
         self._off_stream = timing.off_stream_kernels
         if self.cuda:  # the call Triton itself makes to find the stream it launches on
@@ -481,15 +481,17 @@ class Worker:
             return {"ok": False, "error_kind": "exception",
                     "error": f"the reference returned {[_type(t).__name__ for t in parts]}, not tensors"}, None
         metas, fd = wire.tensors_to_memfd(parts)
-        return {"ok": True, "tensors": metas, "scaled": box[0][1] is not None}, fd
+        scaled = box[0][1] is not None
+        del parts, box, inputs
+        if self._empty_cache is not None:  # the answer and inputs are dropped on this thread's start first
+            self.runner.bury(self.runner.run(self._empty_cache, ()))
+        return {"ok": True, "tensors": metas, "scaled": scaled}, fd
 
     def _release(self, msg: dict):
         self.kept.clear()
         self.kept_inputs.clear()
         box = self.runner.run(self._collect, ())  # cycles the candidate made are finalised on its own thread
         self.runner.bury(box)
-        if self._empty_cache is not None:  # what the last answer dropped goes back to the device
-            self.runner.bury(self.runner.run(self._empty_cache, ()))
         return {"ok": True, "interpreter": [box[2]] if box[2] else []}, None
 
     # ---- helpers ----
