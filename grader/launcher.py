@@ -58,13 +58,19 @@ class WorkerConn:
     baseline_threads: int = 0
     audit_target: str | None = None
     """What the worker's audit descriptor referred to at hello (the channel's socket)."""
+    arena: wire.Arena | None = None
+    """The buffer a reference worker writes its answers into (lent with its first load)."""
 
-    def request(self, msg: dict, timeout_s: float, payload: bytes = b"") -> tuple[dict, bytes, float]:
-        """Send one message (with an optional raw payload) and wait for its reply; returns (reply, payload,
-        parent_ms)."""
+    def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None
+                ) -> tuple[dict, bytes, float]:
+        """Send one message (with an optional raw payload, or a descriptor to lend) and wait for its reply;
+        returns (reply, payload, parent_ms)."""
         self.sock.settimeout(max(timeout_s, 0.001))
         t0 = time.perf_counter_ns()
-        wire.send(self.sock, msg, payload)
+        if fd is not None:
+            wire.send_fd(self.sock, msg, fd)
+        else:
+            wire.send(self.sock, msg, payload)
         reply, payload = wire.recv(self.sock, wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0))
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 
@@ -256,15 +262,17 @@ class Slot:
         process, as every candidate."""
         return self._keep("expert", key, [{"op": "load", "source": source, "entry_point": "run"}], timeout_s)
 
-    def reference(self, key: str, source: str, scale_source: str | None, timeout_s: float) -> WorkerConn:
+    def reference(self, key: str, source: str, scale_source: str | None, timeout_s: float,
+                  answer_bytes: int = 0) -> WorkerConn:
         """A worker that has loaded the task's reference (and error scale), kept for the task's later
-        attempts: corpus code, run only there (`op: reference`), never in this process."""
+        attempts: corpus code, run only there (`op: reference`), never in this process. `answer_bytes`:
+        the largest answer expected; an arena of that size (at most wire.ARENA_MAX) is lent to it."""
         loads = [{"op": "load", "source": source, "entry_point": "run"}]
         if scale_source:
             loads.append({"op": "load", "source": scale_source, "entry_point": "run", "as": "scale"})
-        return self._keep("reference", key, loads, timeout_s)
+        return self._keep("reference", key, loads, timeout_s, min(answer_bytes, wire.ARENA_MAX))
 
-    def _keep(self, role: str, key: str, loads: list[dict], timeout_s: float) -> WorkerConn:
+    def _keep(self, role: str, key: str, loads: list[dict], timeout_s: float, arena_bytes: int = 0) -> WorkerConn:
         name = f"{role}:{key}"
         conn = self._kept.pop(name, None)
         if conn is not None and (conn.popen.poll() if conn.popen else _alive(conn.pid)) is None:
@@ -273,8 +281,14 @@ class Slot:
         if conn is not None:
             self._kill(conn, None)
         conn = self.spawn(timeout_s, role=role)
-        for msg in loads:
-            reply, _, _ = conn.request(msg, timeout_s)
+        if arena_bytes > 0:
+            try:
+                conn.arena = wire.Arena(arena_bytes, pin=self.device.startswith("cuda"))
+            except OSError:  # no memory to lend: the answers take the memfd path
+                conn.arena = None
+        for i, msg in enumerate(loads):
+            lend = conn.arena.fd if i == 0 and conn.arena is not None else None
+            reply, _, _ = conn.request(msg, timeout_s, fd=lend)
             # A reference is corpus code: one that reaches for what the sandbox hides defines no task.
             if not reply.get("ok") or (role == "reference" and conn.drain_audit()):
                 self._kill(conn, None)
@@ -329,6 +343,9 @@ class Slot:
             pass
         for s in (conn.sock, conn.audit):
             s.close()
+        if conn.arena is not None:
+            conn.arena.close()
+            conn.arena = None
         return how
 
     def close(self) -> None:

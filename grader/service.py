@@ -6,6 +6,7 @@ compilation and correctness on the CPU cores, while timing takes the device excl
 """
 from __future__ import annotations
 
+import collections
 import os
 import queue
 import tempfile
@@ -90,11 +91,8 @@ class GraderService:
     def grade(self, requests: Iterable[GradeRequest],
               on_result: Callable[[GradeResult], None] | None = None) -> Iterator[GradeResult]:
         """Grade every request; yields exactly one result per request, in completion order."""
-        todo: queue.Queue = queue.Queue()
-        n = 0
-        for req in requests:
-            todo.put(req)
-            n += 1
+        todo = _Queue(requests)
+        n = len(todo)
         done: queue.Queue = queue.Queue()
         threads = [threading.Thread(target=self._run_slot, args=(slot, todo, done), daemon=True)
                    for slot in self.slots[:max(1, min(len(self.slots), n))]]
@@ -111,14 +109,15 @@ class GraderService:
     def grade_one(self, req: GradeRequest) -> GradeResult:
         return next(iter(self.grade([req])))
 
-    def _run_slot(self, slot, todo: queue.Queue, done: queue.Queue) -> None:
+    def _run_slot(self, slot, todo: "_Queue", done: queue.Queue) -> None:
         from grader.session import grade_attempt
 
+        last = None
         while True:
-            try:
-                req = todo.get_nowait()
-            except queue.Empty:
+            req = todo.take(last)
+            if req is None:
                 return
+            last = req.task_id
             try:
                 if req.task_id not in self.catalogue:
                     done.put(self._infra(req, f"task {req.task_id!r} is not in the grader's catalogue"))
@@ -138,6 +137,37 @@ class GraderService:
             grader_version=GRADER_VERSION, status=Status.INFRA_ERROR, reason_code=Reason.INFRA, reason=why[:2000],
             reward=reward(Status.INFRA_ERROR, []), seed=req.seed, profile=req.profile, device=self.device_name,
             fingerprint_id=self.fingerprint_id, fingerprint=self.fingerprint, sharing=req.sharing)
+
+
+class _Queue:
+    """The requests waiting for a slot. A slot takes the next request of the task it graded last while
+    there is one, else the oldest request: its kept expert twin and reference worker (a device context
+    each, seconds to start) then serve that task again instead of being replaced by another task's."""
+
+    def __init__(self, requests: Iterable[GradeRequest]):
+        self._by_task: dict[str, collections.deque] = collections.defaultdict(collections.deque)
+        self._order: collections.deque = collections.deque()  # one task id per request, in arrival order
+        self._left = 0
+        for req in requests:
+            self._by_task[req.task_id].append(req)
+            self._order.append(req.task_id)
+            self._left += 1
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._left
+
+    def take(self, task_id: str | None) -> GradeRequest | None:
+        with self._lock:
+            if not self._by_task.get(task_id):
+                # An entry whose request a slot already took for its task is stale: skip it.
+                while self._order and not self._by_task.get(self._order[0]):
+                    self._order.popleft()
+                if not self._order:
+                    return None
+                task_id = self._order.popleft()
+            self._left -= 1
+            return self._by_task[task_id].popleft()
 
 
 def _cuda_name() -> str:

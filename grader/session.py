@@ -90,6 +90,15 @@ class SealedTask:
     def expert_key(self) -> str:
         return f"{self.card.task_id}@{self.card.revision}"
 
+    @property
+    def answer_bytes(self) -> int:
+        """Bytes of the reference's largest answer on this device's sizes: float64 (or int64) output and
+        error scale (when the card has one), each as big as the output. The arena lent to the reference
+        worker is this big; an answer that does not fit takes a memfd of its own."""
+        profile = "gpu" if self.device.startswith("cuda") else "cpu"
+        most = max((_prod(resolve_shape(self.card.output_shape, s)) for s, _ in self.card.sizes(profile)), default=0)
+        return (2 if self.card.error_scale else 1) * (8 * most + 64)
+
 
 EXPERT_TIMEOUT_S = 300.0
 """Start, load and per-call budget of an expert worker (trusted code: a slow first compile is no fault
@@ -188,6 +197,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                 f = _audit_floor(late[0])
                 status, code, reason = f.status, f.code, f.reason
         phases["teardown"] = time.perf_counter() - t
+        if g is not None and g.answers_via:
+            sandbox_layers = dict(sandbox_layers, reference_answers=g.answers_via)
     phases["total"] = time.perf_counter() - t_all
     speedups = [s.speedup for s in sizes_out if s.speedup is not None]
     if status is Status.CORRECT:
@@ -226,6 +237,8 @@ class _Grade:
     expert: WorkerConn | None = None
     waited_s: float = 0.0
     """Seconds spent waiting for the device lock or the expert twin: added to the attempt's budget."""
+    answers_via: str | None = None
+    """How the reference's answers reached this process: arena (pinned or not), or a memfd and why."""
 
     @property
     def cuda(self) -> bool:
@@ -503,13 +516,21 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     t = time.perf_counter()
     fd = None
     try:
-        conn = g.slot.reference(key, card.reference, card.error_scale, EXPERT_TIMEOUT_S)
+        conn = g.slot.reference(key, card.reference, card.error_scale, EXPERT_TIMEOUT_S, g.task.answer_bytes)
         reply, _, _ = conn.request({"op": "reference", "specs": sz.specs, "seed": seed}, EXPERT_TIMEOUT_S)
         fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
-        if not reply.get("ok") or fd is None or conn.drain_audit():
+        in_arena = reply.get("arena") is True and fd is None
+        if not reply.get("ok") or (fd is None and not in_arena) or conn.drain_audit():
             why = reply.get("error") or "; ".join(conn.audit_lines[:3]) or "no output"
             raise RuntimeError(f"at size {sz.label}: {_tail(why)}")
-        tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, g.slot.device), None
+        if in_arena:
+            if conn.arena is None:
+                raise RuntimeError("answered in an arena it was never lent")
+            tensors = conn.arena.read(reply["tensors"], g.slot.device)
+            g.answers_via = "arena, pinned" if conn.arena.pinned and reply.get("arena_pinned") else "arena"
+        else:
+            tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, g.slot.device), None
+            g.answers_via = f"memfd ({_tail(str(reply.get('arena_error') or 'answer larger than the arena'), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
             raise RuntimeError(f"sent {len(tensors)} tensors")
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:

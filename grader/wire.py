@@ -84,25 +84,58 @@ def recv_fd(sock: socket.socket) -> int:
 
 # ---- tensors through a shared memfd; torch is imported lazily so this module stays stdlib-only ----
 
-def tensors_to_memfd(tensors: list) -> tuple[list[dict], int]:
-    """Copy tensors (any device) into one anonymous shared file; returns their metas and its fd."""
-    import mmap
-
-    import torch
-
+def _layout(tensors: list) -> tuple[list[dict], int]:
+    """Where each tensor's bytes go in one buffer (64-byte aligned), and the bytes it needs."""
     metas, total = [], 0
     for t in tensors:
         n = t.numel() * t.element_size()
         metas.append({"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "offset": total,
                       "nbytes": n})
         total += (n + 63) // 64 * 64
+    return metas, total
+
+
+def _fill(buf, tensors: list, metas: list[dict]) -> None:
+    """Copy each tensor (any device) into its place in `buf`, a uint8 tensor over shared memory."""
+    import torch
+
+    for t, m in zip(tensors, metas):
+        if m["nbytes"]:
+            buf[m["offset"]:m["offset"] + m["nbytes"]].copy_(t.detach().contiguous().view(-1).view(torch.uint8))
+
+
+def _read(buf, size: int, metas: list[dict], device: str) -> list:
+    """Fresh tensors on `device` from the places `metas` claim in `buf` (`size` bytes); every claim is
+    checked against the buffer before a byte is read: the writer is not trusted."""
+    import torch
+
+    need = max((m["offset"] + m["nbytes"] for m in metas), default=0)
+    if need > size or any(m["offset"] < 0 or m["nbytes"] < 0 for m in metas):
+        raise WireError(f"shared buffer holds {size} bytes, the metas claim {need}")
+    out = []
+    for m in metas:
+        dtype = getattr(torch, m["dtype"])
+        t = torch.empty([int(s) for s in m["shape"]], dtype=dtype, device=device)
+        if m["nbytes"] != t.numel() * t.element_size():
+            raise WireError(f"tensor bytes {m['nbytes']} do not match shape {m['shape']} {m['dtype']}")
+        if m["nbytes"]:
+            t.view(-1).view(torch.uint8).copy_(buf[m["offset"]:m["offset"] + m["nbytes"]])
+        out.append(t)
+    return out
+
+
+def tensors_to_memfd(tensors: list) -> tuple[list[dict], int]:
+    """Copy tensors (any device) into one anonymous shared file; returns their metas and its fd."""
+    import mmap
+
+    import torch
+
+    metas, total = _layout(tensors)
     fd = os.memfd_create("kerneltraj-out", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     os.ftruncate(fd, max(total, 1))
     with mmap.mmap(fd, max(total, 1)) as mm:
         buf = torch.frombuffer(mm, dtype=torch.uint8)
-        for t, m in zip(tensors, metas):
-            if m["nbytes"]:
-                buf[m["offset"]:m["offset"] + m["nbytes"]].copy_(t.detach().contiguous().view(-1).view(torch.uint8))
+        _fill(buf, tensors, metas)
         del buf
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)  # frozen: nothing can change the bytes after they are sent
     return metas, fd
@@ -118,22 +151,120 @@ def tensors_from_memfd(metas: list[dict], fd: int, device: str) -> list:
         if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _SEALS != _SEALS:
             raise WireError("shared buffer is not sealed against writes")
         size = os.fstat(fd).st_size
-        need = max((m["offset"] + m["nbytes"] for m in metas), default=0)
-        if need > size:
-            raise WireError(f"shared buffer holds {size} bytes, the metas claim {need}")
-        out = []
         with mmap.mmap(fd, max(size, 1), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE) as mm:
             buf = torch.frombuffer(mm, dtype=torch.uint8) if size else torch.empty(0, dtype=torch.uint8)
-            for m in metas:
-                dtype = getattr(torch, m["dtype"])
-                raw = buf[m["offset"]:m["offset"] + m["nbytes"]]
-                t = torch.empty([int(s) for s in m["shape"]], dtype=dtype, device=device)
-                if m["nbytes"] != t.numel() * t.element_size():
-                    raise WireError(f"tensor bytes {m['nbytes']} do not match shape {m['shape']} {m['dtype']}")
-                if m["nbytes"]:
-                    t.view(-1).view(torch.uint8).copy_(raw)
-                out.append(t)
-            del buf, raw
-        return out
+            try:
+                return _read(buf, size, metas, device)
+            finally:
+                del buf
     finally:
         os.close(fd)
+
+
+# ---- an arena: one shared buffer lent to a task reference's worker for all of its answers ----
+
+ARENA_MAX = 1 << 30
+"""Largest arena the parent lends (bytes); a bigger answer goes through a memfd of its own."""
+_ARENA_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+
+
+def _pinned(ptr: int, nbytes: int) -> bool:
+    """Page-lock `nbytes` at `ptr` for the device's copy engines. Done on a thread of its own: a refused
+    registration leaves CUDA's per-thread last error behind, which the next kernel launch on the same
+    thread would raise as its own."""
+    import threading
+
+    import torch
+
+    ok = []
+    t = threading.Thread(target=lambda: ok.append(int(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 1)) == 0),
+                         name="kerneltraj-pin")
+    t.start()
+    t.join()
+    return bool(ok and ok[0])
+
+
+def _unpinned(ptr: int) -> None:
+    import threading
+
+    import torch
+
+    t = threading.Thread(target=lambda: torch.cuda.cudart().cudaHostUnregister(ptr), name="kerneltraj-unpin")
+    t.start()
+    t.join()
+
+
+class _Mapped:
+    """A shared mapping of an arena's memfd as a uint8 tensor, page-locked when `pin` and CUDA allow."""
+
+    def __init__(self, fd: int, nbytes: int, pin: bool):
+        import mmap
+
+        import torch
+
+        self.nbytes = nbytes
+        self.mm = mmap.mmap(fd, nbytes)
+        self.buf = torch.frombuffer(self.mm, dtype=torch.uint8)
+        self.buf.fill_(0)  # every page faulted in once, here, not by the first answer's copy
+        self.pinned = pin and _pinned(self.buf.data_ptr(), nbytes)
+
+    def close(self) -> None:
+        if self.mm is None:
+            return
+        if self.pinned:
+            _unpinned(self.buf.data_ptr())
+        self.buf = None
+        self.mm.close()
+        self.mm = None
+
+
+class Arena(_Mapped):
+    """Parent side. An answer of a task's reference (float64, as big as the output, often twice that with
+    its error scale) used to cross the host through a fresh memfd each time: every page faulted in and
+    zeroed twice over, about a second per answer at the largest sizes. The arena is made once per
+    reference worker, sized for the card's largest answer, and the worker writes every answer into it.
+
+    It is sealed against shrinking and growing before the worker gets it, so the worker can never pull
+    pages out from under this side's mapping. It is not sealed against writes: the reference could
+    change its answer while this side copies it, but a reference defines the task's truth anyway; what
+    this side reads is checked against the arena's bounds and copied once, into tensors of its own."""
+
+    def __init__(self, nbytes: int, pin: bool):
+        nbytes = max(2 << 20, (nbytes + (2 << 20) - 1) // (2 << 20) * (2 << 20))
+        self.fd = os.memfd_create("kerneltraj-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(self.fd, nbytes)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _ARENA_SEALS)
+            super().__init__(self.fd, nbytes, pin)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def read(self, metas: list[dict], device: str) -> list:
+        return _read(self.buf, self.nbytes, metas, device)
+
+    def close(self) -> None:
+        super().close()
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+class ArenaView(_Mapped):
+    """Worker side of an arena: the fd is mapped (then closed) and every answer written into it."""
+
+    def __init__(self, fd: int, pin: bool):
+        try:
+            if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _ARENA_SEALS != _ARENA_SEALS:
+                raise WireError("arena is not sealed against resizing")
+            super().__init__(fd, os.fstat(fd).st_size, pin)
+        finally:
+            os.close(fd)
+
+    def write(self, tensors: list) -> list[dict] | None:
+        """The tensors' metas once written, or None when they do not fit (the caller uses a memfd)."""
+        metas, total = _layout(tensors)
+        if total > self.nbytes:
+            return None
+        _fill(self.buf, tensors, metas)
+        return metas

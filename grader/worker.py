@@ -239,6 +239,9 @@ class Worker:
         # A reference worker gives its cached device memory back after each answer: kept for every task
         # of a slot, it would otherwise hold its largest float64 answer's memory while idle.
         self._empty_cache = torch.cuda.empty_cache if self.cuda and role == "reference" else None
+        self.role = role
+        self._arena = None  # a reference worker's answers go into the arena its parent lends it (wire.Arena)
+        self._arena_error = None
         self._off_stream = timing.off_stream_kernels
         if self.cuda:  # the call Triton itself makes to find the stream it launches on
             _STREAM["raw"] = (lambda _get=torch._C._cuda_getCurrentRawStream, _dev=torch.cuda.current_device():
@@ -272,8 +275,8 @@ class Worker:
     # ---- protocol ----
     def serve(self) -> None:
         # Everything the loop needs is a local from here on: patching names later reaches none of it.
-        sock, send, recv, send_fd, close, fmt, kind_of = (self.sock, wire.send, wire.recv, wire.send_fd, os.close,
-                                                          format_error, _error_kind)
+        sock, send, recv, send_fd, recv_fd, close, fmt, kind_of = (self.sock, wire.send, wire.recv, wire.send_fd,
+                                                                   wire.recv_fd, os.close, format_error, _error_kind)
         ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release,
                "reference": self._reference}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
@@ -285,6 +288,11 @@ class Worker:
                 return
             msg["_blob"] = blob  # the extension binaries the parent offers with a load
             op = msg.get("op")
+            if msg.get("_fd"):  # the parent lends a reference worker its arena, with the first load
+                try:
+                    self._take_arena(recv_fd(sock))
+                except (OSError, wire.WireError):
+                    return
             if op == "bye":
                 send(sock, {"ok": True})
                 return
@@ -309,6 +317,18 @@ class Worker:
                     send(sock, reply, out_blob)
             except OSError:
                 return
+
+    def _take_arena(self, fd: int) -> None:
+        """Map the arena, once, before the reference is imported (its page-locking runs on a thread of
+        its own, which must exist and end before the thread watch starts). A refusal leaves the answers
+        on the memfd path, as they were; the error is told with the first answer."""
+        if self.role != "reference" or self._guarded or self._arena is not None:
+            os.close(fd)
+            return
+        try:
+            self._arena = wire.ArenaView(fd, pin=self.cuda)
+        except (OSError, ValueError, RuntimeError) as e:
+            self._arena_error = f"{type(e).__name__}: {e}"
 
     def _load(self, msg: dict):
         t0 = _perf_ns()
@@ -480,12 +500,15 @@ class Worker:
         if any(_type(t) is not self._Tensor for t in parts):
             return {"ok": False, "error_kind": "exception",
                     "error": f"the reference returned {[_type(t).__name__ for t in parts]}, not tensors"}, None
-        metas, fd = wire.tensors_to_memfd(parts)
+        metas, fd = (self._arena.write(parts) if self._arena is not None else None), None
+        if metas is None:
+            metas, fd = wire.tensors_to_memfd(parts)
         scaled = box[0][1] is not None
         del parts, box, inputs
         if self._empty_cache is not None:  # the answer and inputs are dropped on this thread's start first
             self.runner.bury(self.runner.run(self._empty_cache, ()))
-        return {"ok": True, "tensors": metas, "scaled": scaled}, fd
+        return {"ok": True, "tensors": metas, "scaled": scaled, "arena": fd is None,
+                "arena_pinned": bool(self._arena and self._arena.pinned), "arena_error": self._arena_error}, fd
 
     def _release(self, msg: dict):
         self.kept.clear()

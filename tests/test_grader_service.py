@@ -103,6 +103,8 @@ def test_sandbox_layers_recorded(graded):
         assert isinstance(layers["uid"], int) and layers["uid"] != 0
         assert any(p.endswith("catalogue") for p in layers["hidden_paths"])
     assert layers["scratch"]
+    # The reference's answers came through the arena lent to its worker, not a memfd per answer.
+    assert layers["reference_answers"].startswith("arena"), layers["reference_answers"]
 
 
 def test_hidden_sizes_never_in_the_result(graded):

@@ -12,7 +12,7 @@ import torch
 
 from grader import fingerprint, wire
 from grader.compare import check_output_meta, compare
-from grader.contract import (REWARD_FLOOR, GradeResult, Reason, SizeResult, Status, clip_speedup, request_from_json,
+from grader.contract import (REWARD_FLOOR, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup, request_from_json,
                              reward)
 from grader.inputs import make_inputs
 from grader.statics import static_findings
@@ -156,6 +156,36 @@ def test_wire_roundtrip_and_sealed_tensors():
     a.close()
     with pytest.raises(wire.WireError):
         wire.recv(b)
+
+
+def test_arena_answers_cross_once_and_its_holder_cannot_resize_it():
+    """A reference worker writes every answer into the arena its parent lent it. The arena is sealed
+    against resizing before it is lent (the worker cannot truncate the parent's mapping into a SIGBUS),
+    an answer too big for it says so (the memfd path takes it), and metas that point outside it are
+    refused before a byte is read."""
+    arena = wire.Arena(1000, pin=False)
+    assert arena.nbytes == 2 << 20  # whole 2 MiB pages
+    a, b = socket.socketpair()
+    wire.send_fd(a, {"op": "load"}, arena.fd)
+    hdr, _ = wire.recv(b)
+    assert hdr["_fd"] is True
+    lent = wire.recv_fd(b)
+    with pytest.raises(OSError):
+        os.ftruncate(lent, 4096)  # what a hostile reference would try first
+    view = wire.ArenaView(lent, pin=False)
+    answer = [torch.randn(64, 33, dtype=torch.float64), torch.arange(5)]
+    metas = view.write(answer)
+    got = arena.read(metas, "cpu")
+    assert all(torch.equal(x, y) for x, y in zip(got, answer))
+    view.write([torch.zeros_like(answer[0])])  # the next answer overwrites the shared pages...
+    assert torch.equal(got[0], answer[0])  # ...not what the parent already read: that is its own copy
+    assert view.write([torch.empty(arena.nbytes // 8 + 1, dtype=torch.float64)]) is None
+    with pytest.raises(wire.WireError):
+        arena.read([{**metas[0], "offset": arena.nbytes - 8}], "cpu")
+    view.close()
+    arena.close()
+    a.close()
+    b.close()
 
 
 def test_timing_stats():
@@ -320,3 +350,20 @@ def test_late_work_is_charged_from_quartiles_not_from_wake_up_noise():
     charged = late_excess(hidden, twin, 0.002)
     assert 0.035 < charged <= 0.05, charged
     assert late_excess([], twin, 0.002) == 0.0
+
+
+def test_a_slot_keeps_to_the_task_it_graded_last_then_takes_the_oldest():
+    """Task affinity: a slot's kept expert and reference workers serve the same task again while it has
+    requests waiting; every request is handed out exactly once."""
+    from grader.service import _Queue
+
+    reqs = [GradeRequest(attempt_id=f"{t}{i}", task_id=t, source="def run(x):\n    return x\n", language="pytorch")
+            for i, t in enumerate("aabcab")]
+    q = _Queue(reqs)
+    assert len(q) == 6
+    got = [q.take(None).attempt_id, q.take("b").attempt_id, q.take("b").attempt_id, q.take("b").attempt_id]
+    assert got == ["a0", "b2", "b5", "a1"]  # b's two in a row, then the oldest left
+    rest = []
+    while (r := q.take("z")) is not None:
+        rest.append(r.attempt_id)
+    assert rest == ["c3", "a4"] and len(q) == 0
