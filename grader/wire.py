@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import socket
 import struct
@@ -114,10 +115,11 @@ def _read(buf, size: int, metas: list[dict], device: str) -> list:
         raise WireError(f"shared buffer holds {size} bytes, the metas claim {need}")
     out = []
     for m in metas:
-        dtype = getattr(torch, m["dtype"])
-        t = torch.empty([int(s) for s in m["shape"]], dtype=dtype, device=device)
-        if m["nbytes"] != t.numel() * t.element_size():
+        dtype, shape = getattr(torch, str(m["dtype"]), None), [int(s) for s in m["shape"]]
+        if not isinstance(dtype, torch.dtype) or any(s < 0 for s in shape) \
+                or m["nbytes"] != math.prod(shape) * dtype.itemsize:  # checked before anything is allocated
             raise WireError(f"tensor bytes {m['nbytes']} do not match shape {m['shape']} {m['dtype']}")
+        t = torch.empty(shape, dtype=dtype, device=device)
         if m["nbytes"]:
             t.view(-1).view(torch.uint8).copy_(buf[m["offset"]:m["offset"] + m["nbytes"]])
         out.append(t)

@@ -182,6 +182,9 @@ def test_arena_answers_cross_once_and_its_holder_cannot_resize_it():
     assert view.write([torch.empty(arena.nbytes // 8 + 1, dtype=torch.float64)]) is None
     with pytest.raises(wire.WireError):
         arena.read([{**metas[0], "offset": arena.nbytes - 8}], "cpu")
+    for lie in ({"shape": [1 << 40]}, {"shape": [-8, -8]}, {"dtype": "load"}):  # refused before any allocation
+        with pytest.raises(wire.WireError):
+            arena.read([{**metas[0], **lie}], "cpu")
     view.close()
     arena.close()
     a.close()
