@@ -130,6 +130,12 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         for k, v in r.phase_seconds.items():
             phases[k].append(v)
     lines.append("  phase medians (s)\t" + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(phases.items())))
+    timed = [r for r in all_results if any(s.reps for s in r.sizes)]
+    if timed:  # the grades that ran the whole protocol: what a kept expert or reference costs shows here
+        lines.append(f"  phase medians of {len(timed)} fully timed grades (s)\t" + ", ".join(
+            f"{k} {statistics.median(r.phase_seconds.get(k, 0.0) for r in timed):.2f}" for k in sorted(phases)))
+    via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
+    lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
     sizes = [s for r in all_results for s in r.sizes if s.reps]
     if sizes:
         half = [(s.log2_speedup_ci[1] - s.log2_speedup_ci[0]) / 2 for s in sizes if s.log2_speedup_ci]
