@@ -2,9 +2,9 @@
 
 An importer must learn things about a task that only running its reference tells (the output's
 shape and dtype, its FLOPs). That code is as untrusted as a candidate: it runs here, in a process
-that enters the same sandbox as a worker (mount, network, IPC and PID namespaces, a private /proc
-and /tmp, the checkout and every non-system directory hidden, an unprivileged uid of its own,
-resource limits, a scrubbed environment). The caller hands over the program's text and its stdin
+that enters the same sandbox as a worker (mount, network, IPC and PID namespaces, a root of its own
+with a private /proc and /tmp, the checkout and every non-system directory hidden, an unprivileged uid
+of its own, resource limits, a scrubbed environment). The caller hands over the program's text and its stdin
 and gets back its stdout: the importer never executes corpus code itself.
 
     python -m grader.confine        (the child; its config comes in KERNELTRAJ_CONFINE)

@@ -1,8 +1,12 @@
 """Isolation of a candidate's worker process (runs in the worker, before candidate code loads).
 
 Layers, each recorded in the grade so an auditor sees what was in force:
-- its own mount namespace: the task catalogue, the project checkout, home directories and the
-  grader's scratch are covered by empty tmpfs mounts; /tmp is a fresh, size-limited tmpfs;
+- its own mount namespace and a root of its own: a tmpfs holding bind mounts of what the worker may
+  see (the system directories, the Python install), with the task catalogue, the project checkout,
+  home directories and every other directory it may not see left as empty directories, and a fresh,
+  size-limited /tmp; the worker pivots into it and the host's root is detached, so even
+  /proc/self/mountinfo names no hidden path (`own_root`; where the host refuses, the hidden
+  directories are covered by empty tmpfs mounts in place, which mountinfo lists by name);
 - its own network namespace: no interface but a down loopback, so no connection succeeds;
 - its own IPC namespace: SysV shared memory, semaphores and message queues it creates are not
   seen by any other attempt and are freed with it (POSIX shared memory lives in its private
@@ -17,7 +21,9 @@ A layer the host refuses (no privileges) is recorded as off, never silently assu
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
+import platform
 import resource
 import stat
 
@@ -35,6 +41,12 @@ MNT_DETACH = 0x2
 PR_SET_PDEATHSIG = 1
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_DUMPABLE = 4
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41}.get(platform.machine())
+STAGE = "/tmp"
+"""Where the worker's new root is built before the pivot: the host's /tmp, which no worker ever sees
+(it gets a fresh one), is covered in the worker's mount namespace only."""
+ROOT_TMPFS = "size=1m"
+"""The new root holds only directories, symlinks and empty files that bind mounts cover."""
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -62,15 +74,14 @@ def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | No
     layers["pid_ns"] = True if os.getpid() == 1 else (pid_ns_off or "off: not forked into a PID namespace")
     if layers["mount_ns"] is True:
         _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-        _check(_libc.mount(b"tmpfs", b"/tmp", b"tmpfs", MS_NOSUID | MS_NODEV,
-                           f"size={tmp_mb}m,mode=1777".encode()), "private /tmp")
-        if os.path.isdir("/dev/shm"):  # shared memory is per worker too: no channel between attempts
-            _check(_libc.mount(b"tmpfs", b"/dev/shm", b"tmpfs", MS_NOSUID | MS_NODEV, b"size=256m,mode=1777"),
-                   "private /dev/shm")
-        if layers["pid_ns"] is True:  # /proc of this namespace: no other process of the host is listed
-            _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "private /proc")
+        fresh_proc = layers["pid_ns"] is True  # /proc of this namespace: no other process of the host is listed
+        try:
+            hidden, layers["old_root"] = _own_root(hide, reveal, tmp_mb, fresh_proc)
+            layers["own_root"] = True
+        except OSError as e:  # the host refuses a pivot: hide in place, as before the worker had a root of its own
+            layers["own_root"] = f"off: {e}"
+            hidden = _hide_in_place(hide, reveal, tmp_mb, fresh_proc)
         layers["private_proc"] = layers["pid_ns"]
-        hidden = _hide(hide, reveal)
         layers["hidden_paths"] = hidden
         layers["tmp_mb"] = tmp_mb
     scratch = "/tmp/work" if layers["mount_ns"] is True else None
@@ -166,6 +177,180 @@ def _mapped_mb() -> int:
     return 0
 
 
+def _own_root(hide: list[str], reveal: list[str], tmp_mb: int, fresh_proc: bool) -> tuple[list[str], str]:
+    """Build the worker's own root and pivot into it; returns the hidden directories and what became of
+    the host's root. An OSError means the host refused a step before the pivot: what was built is gone
+    again and nothing else changed, so the caller can hide in place instead."""
+    if SYS_PIVOT_ROOT is None:
+        raise OSError(errno.ENOSYS, f"no pivot_root system call number known for {platform.machine()}")
+    hidden = [p for p in dict.fromkeys(hide) if p and os.path.isdir(p) and not os.path.islink(p)]
+    new = STAGE + "/root"
+    _private_tmpfs(STAGE, "size=64k,mode=0700", "a stage for the new root")
+    try:
+        os.mkdir(new)
+        _root_tmpfs(new)
+        _furnish(new, hidden, reveal, tmp_mb, fresh_proc)
+        old_root = _pivot(new)
+    except OSError:
+        os.chdir("/")
+        _libc.umount2(STAGE.encode(), MNT_DETACH)
+        raise
+    if fresh_proc:  # after the pivot: a proc file system shows the processes of the namespace that mounts it
+        _no_way_back(_mount_proc, "/proc")
+    return hidden, old_root
+
+
+def _no_way_back(step, *args) -> None:
+    """A step after which the worker cannot hide in place any more (it is past the pivot, or half-way
+    back from one): its failure is no OSError, which would send the caller there, but ends the worker's
+    start-up with the host's reason."""
+    try:
+        step(*args)
+    except OSError as e:
+        raise RuntimeError(f"in the worker's own root: {e}") from e
+
+
+def _root_tmpfs(path: str) -> None:
+    """The tmpfs that becomes the worker's /, with the mode and owner of the host's /."""
+    st = os.stat("/")
+    _private_tmpfs(path, f"{ROOT_TMPFS},mode={stat.S_IMODE(st.st_mode):o}", "the new root")
+    if (st.st_uid, st.st_gid) != (0, 0):
+        os.chown(path, st.st_uid, st.st_gid)
+
+
+def _furnish(new: str, hidden: list[str], reveal: list[str], tmp_mb: int, fresh_proc: bool) -> None:
+    """Every top-level entry of the host's / as a worker sees it, under `new`: a fresh /tmp and /dev/shm,
+    and an empty /proc where the namespace's own is mounted after the pivot (else the host's, bound)."""
+    builder = _RootBuilder(new, hidden, reveal)
+    fresh = ("tmp", "proc") if fresh_proc else ("tmp",)
+    for name in sorted(os.listdir("/")):
+        if name not in fresh:
+            builder.place("/" + name)
+    for name in fresh:  # mount points only: what is mounted on them shows its own mode
+        os.mkdir(f"{new}/{name}")
+    _fresh_scratch_mounts(new, tmp_mb)
+
+
+class _RootBuilder:
+    """Recreates under `new`, at the same paths, what a worker may see of the host's file system."""
+
+    def __init__(self, new: str, hidden: list[str], reveal: list[str]) -> None:
+        self.new = new
+        self.hidden = {os.path.normpath(p) for p in hidden} | {os.path.realpath(p) for p in hidden}
+        self.reveal = [os.path.normpath(r) for r in reveal if r and os.path.isdir(r)]
+
+    def place(self, src: str) -> None:
+        """`src` as a worker sees it: a symlink as itself; a hidden directory empty but for the revealed
+        paths inside it; a directory holding hidden paths as a copy whose entries are placed one by one;
+        anything else bound with everything mounted below it."""
+        dst = self.new + src
+        if os.path.islink(src):
+            os.symlink(os.readlink(src), dst)
+        elif src in self.hidden:
+            self._hidden_dir(src, dst)
+        elif os.path.isdir(src) and any(h.startswith(src + "/") for h in self.hidden):
+            self._mirror(src, dst)
+        else:
+            self._bind(src, dst)
+
+    def _hidden_dir(self, src: str, dst: str) -> None:
+        """An empty, read-only directory, as the tmpfs that covered it did; a revealed path inside it gets
+        its parents (created as `os.makedirs` does) and is placed itself."""
+        inner = [r for r in self.reveal if r.startswith(src + "/")]
+        inner = [r for r in inner if not any(r.startswith(q + "/") for q in inner)]
+        os.mkdir(dst)
+        os.chmod(dst, 0o755 if inner else 0o555)
+        for r in inner:
+            os.makedirs(os.path.dirname(self.new + r), exist_ok=True)
+            self.place(r)
+
+    def _mirror(self, src: str, dst: str) -> None:
+        st = os.lstat(src)
+        os.mkdir(dst)
+        os.chmod(dst, stat.S_IMODE(st.st_mode))
+        os.chown(dst, st.st_uid, st.st_gid)
+        for name in sorted(os.listdir(src)):
+            self.place(os.path.join(src, name))
+
+    @staticmethod
+    def _bind(src: str, dst: str) -> None:
+        if os.path.isdir(src):
+            os.mkdir(dst)
+        else:  # a file, socket or device node: bound onto an empty file
+            os.close(os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+        _check(_libc.mount(src.encode(), dst.encode(), None, MS_BIND | MS_REC, None), f"bind {src}")
+
+
+def _pivot(new: str) -> str:
+    """Make `new` the root and detach the old one; returns what became of the host's root.
+
+    pivot_root needs the current root to be a mount with a parent. A host whose root mount has none
+    (gVisor's: it is its mount namespace's first mount) refuses with EINVAL; then the stage, a tmpfs
+    mounted on the host's root, becomes the root first (chroot) and is the old root that is detached.
+    The host's root stays mounted then, as the parent of the new root, where no path and no line of
+    mountinfo reaches it."""
+    try:
+        _pivot_into(new)
+        return "detached"
+    except OSError as e:
+        if e.errno != errno.EINVAL:
+            raise
+        refused = e
+    host = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.chroot(STAGE)
+        try:
+            _pivot_into("/" + os.path.basename(new))
+        except OSError:
+            _no_way_back(_return_to, host)  # the host's root again, so the caller can hide in place
+            raise
+    finally:
+        os.close(host)
+    return f"the unreachable parent of the new root (pivot_root from the host's root: {refused.strerror})"
+
+
+def _pivot_into(new: str) -> None:
+    """pivot_root(".", ".") from inside `new`: the old root ends up on top of the new one, then is
+    detached with everything mounted below it (pivot_root(2) documents the idiom)."""
+    os.chdir(new)
+    _check(_libc.syscall(ctypes.c_long(SYS_PIVOT_ROOT), b".", b"."), f"pivot_root into {new}")
+    _no_way_back(_detach, ".")
+    os.chdir("/")
+
+
+def _detach(path: str) -> None:
+    _check(_libc.umount2(path.encode(), MNT_DETACH), "detach the old root")
+
+
+def _return_to(root_fd: int) -> None:
+    os.fchdir(root_fd)
+    os.chroot(".")
+
+
+def _hide_in_place(hide: list[str], reveal: list[str], tmp_mb: int, fresh_proc: bool) -> list[str]:
+    """Where the host refuses a root of the worker's own: a fresh /tmp, /dev/shm and /proc mounted over
+    the host's, and each hidden directory covered by an empty tmpfs (which mountinfo names)."""
+    _fresh_scratch_mounts("", tmp_mb)
+    if fresh_proc:
+        _mount_proc("/proc")
+    return _hide(hide, reveal)
+
+
+def _fresh_scratch_mounts(root: str, tmp_mb: int) -> None:
+    """A fresh /tmp and /dev/shm under `root`: no file and no shared memory passes between attempts."""
+    _private_tmpfs(root + "/tmp", f"size={tmp_mb}m,mode=1777", "private /tmp")
+    if os.path.isdir(root + "/dev/shm"):
+        _private_tmpfs(root + "/dev/shm", "size=256m,mode=1777", "private /dev/shm")
+
+
+def _private_tmpfs(path: str, options: str, what: str) -> None:
+    _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options.encode()), what)
+
+
+def _mount_proc(path: str) -> None:
+    _check(_libc.mount(b"proc", path.encode(), b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "private /proc")
+
+
 def _hide(hide: list[str], reveal: list[str]) -> list[str]:
     """Cover each hidden directory with an empty tmpfs, re-binding revealed paths inside it."""
     hidden = []
@@ -177,8 +362,7 @@ def _hide(hide: list[str], reveal: list[str]) -> list[str]:
             os.makedirs(spot)
             _check(_libc.mount(r.encode(), spot.encode(), None, MS_BIND | MS_REC, None), f"park {r}")
             parked.append((spot, r))
-        _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV,
-                           f"size=64k,mode={'0755' if inner else '0555'}".encode()), f"hide {path}")
+        _private_tmpfs(path, f"size=64k,mode={'0755' if inner else '0555'}", f"hide {path}")
         for spot, r in parked:
             os.makedirs(r, exist_ok=True)
             _check(_libc.mount(spot.encode(), r.encode(), None, MS_BIND | MS_REC, None), f"reveal {r}")
