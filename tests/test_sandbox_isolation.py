@@ -4,6 +4,9 @@
   none of these when a grade runs it (the importer's probe of it: tests/test_importers.py);
 - a worker's SysV shared memory is gone after its grade, and the next grade cannot see it;
 - /proc in a worker lists only the worker's own processes;
+- a worker has a root of its own: its mount table names no hidden directory, and it sees the same
+  tree as before (the system directories, the Python install, empty hidden directories), also where
+  the host's root cannot be pivoted away (gVisor) or a root of its own is refused (hidden in place);
 - a forged frame is refused before its claimed size is buffered.
 The namespaces need root; without it these tests skip (the grade records the layers as off).
 """
@@ -156,6 +159,229 @@ def test_shared_memory_dies_with_the_worker_and_proc_shows_only_its_own():
         second = svc.grade_one(GradeRequest(attempt_id="find", task_id="gelu_fp32", source=SHM_FIND,
                                             language="pytorch"))
         assert second.status is Status.CORRECT, second.reason
+
+
+VIEW = """
+import json, os, sys
+
+
+def view():
+    top = {}
+    for name in sorted(os.listdir("/")):
+        path = "/" + name
+        if os.path.islink(path):
+            top[name] = "-> " + os.readlink(path)
+        elif not os.path.isdir(path):
+            top[name] = "file"
+        else:
+            try:
+                top[name] = sorted(os.listdir(path))
+            except OSError:
+                top[name] = "unlistable"
+    tables = {}
+    for table in ("/proc/self/mountinfo", "/proc/self/mounts", "/proc/thread-self/mountinfo"):
+        with open(table) as f:
+            tables[table] = f.read()
+    return {"top": top, "tables": tables, "python": os.path.exists(sys.executable)}
+"""
+
+
+def _sealed_and_revealed() -> tuple[list[str], list[str]]:
+    from grader import launcher
+
+    return launcher.sealed_paths(), launcher.revealed_paths()
+
+
+def _unescape(field: str) -> str:
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def hidden_names(tables: dict[str, str], hidden: list[str], revealed: list[str]) -> list[str]:
+    """Every line of the mount tables that names a hidden path: a mount point at or below one (not a
+    revealed path), or a mount's source inside the checkout or the catalogue."""
+    from grader import launcher
+
+    sealed_sources = [str(launcher._REPO)] + [h for h in hidden if h.endswith("catalogue")]
+    found = []
+    for table, text in tables.items():
+        for line in text.splitlines():
+            fields = line.split()
+            point = _unescape(fields[4] if table.endswith("mountinfo") else fields[1])
+            sources = [_unescape(fields[3])] if table.endswith("mountinfo") else []
+            named = [p for p in [point] if any(_under(p, h) for h in hidden)]
+            named += [p for p in sources if any(_under(p, h) for h in sealed_sources)]
+            if any(not any(_under(p, r) for r in revealed) for p in named):
+                found.append(f"{table}: {line}")
+    return found
+
+
+def assert_same_tree(seen: dict, hidden: list[str], revealed: list[str]) -> None:
+    """The worker's / lists what the host's does; a visible directory lists as on the host, a hidden one
+    holds nothing but the way to a revealed path."""
+    host = {name: os.path.join("/", name) for name in os.listdir("/")}
+    assert sorted(seen["top"]) == sorted(host), (sorted(seen["top"]), sorted(host))
+    for name, path in host.items():
+        got = seen["top"][name]
+        if os.path.islink(path):
+            assert got == "-> " + os.readlink(path), name
+        elif not os.path.isdir(path):
+            assert got == "file", name
+        elif path in hidden:
+            ways = {r[len(path) + 1:].split("/")[0] for r in revealed if r.startswith(path + "/")}
+            assert got in ([], sorted(ways)), (name, got)
+        elif name not in ("tmp", "proc") and got != "unlistable":
+            assert got == sorted(os.listdir(path)), name
+    assert seen["python"], "the interpreter is not at its path in the worker"
+
+
+@needs_root
+def test_confined_program_has_a_root_of_its_own_whose_mount_table_names_no_hidden_path():
+    from grader.confine import run_confined
+
+    hidden, revealed = _sealed_and_revealed()
+    run = run_confined(VIEW + "sys.stdout.write(json.dumps(view()))\n", b"", 60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.sandbox["own_root"] is True and run.sandbox["old_root"] == "detached", run.sandbox
+    assert set(run.sandbox["hidden_paths"]) >= {h for h in hidden if not h.startswith("/tmp/")}
+    seen = json.loads(run.stdout)
+    assert not hidden_names(seen["tables"], hidden, revealed)
+    assert_same_tree(seen, hidden, revealed)
+
+
+@needs_root
+@pytest.mark.parametrize("mode", ["zygote", "fresh"])
+def test_grade_records_the_own_root_and_the_candidate_finds_no_hidden_path(mode):
+    """A candidate that fails its grade if the mount tables name a hidden path, in both worker modes."""
+    from grader.contract import GradeRequest, Status
+    from grader.service import GraderService
+
+    hidden, revealed = _sealed_and_revealed()
+    probe = (f"HIDDEN, REVEALED = {hidden!r}, {revealed!r}\n"
+             "def _under(p, top):\n    return p == top or p.startswith(top.rstrip('/') + '/')\n"
+             "for _table, _col in (('/proc/self/mountinfo', 4), ('/proc/self/mounts', 1)):\n"
+             "    for _line in open(_table):\n"
+             "        _p = _line.split()[_col]\n"
+             "        if any(_under(_p, h) for h in HIDDEN) and not any(_under(_p, r) for r in REVEALED):\n"
+             "            raise RuntimeError(f'{_table} names {_p}')\n") + GELU
+    with GraderService(mode=mode, workers=1) as svc:
+        r = svc.grade_one(GradeRequest(attempt_id=f"mountinfo-{mode}", task_id="gelu_fp32", source=probe,
+                                       language="pytorch"))
+    assert r.status is Status.CORRECT, r.reason
+    assert r.sandbox["own_root"] is True and r.sandbox["private_proc"] is True, r.sandbox
+    assert any(p.endswith("catalogue") for p in r.sandbox["hidden_paths"]), r.sandbox
+
+
+def _enter_in_a_child(change=None, hide: list[str] = (), reveal: list[str] = (), look: list[str] = ()) -> dict:
+    """Fork; in the child, apply `change` to the sandbox module, enter the sandbox (no PID namespace, so
+    the host's /proc is bound) hiding the launcher's paths and `hide`, and send back its layers, VIEW's
+    view() and the listing of each path in `look`."""
+    from grader import sandbox
+
+    hidden, revealed = _sealed_and_revealed()
+    code = compile(VIEW, "<view>", "exec")
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe and never returns
+        try:
+            os.close(r)
+            if change:
+                change(sandbox)
+            layers = sandbox.enter(hide=hidden + list(hide), reveal=revealed + list(reveal), tmp_mb=16, uid=None,
+                                   nproc=64, nofile=256, fsize_mb=16, address_space_mb=None)
+            ns: dict = {}
+            exec(code, ns)  # noqa: S102 - the test's own text
+            listed = {p: sorted(os.listdir(p)) if os.path.isdir(p) else None for p in look}
+            out = {"layers": layers, "look": listed, **ns["view"]()}
+        except BaseException as e:  # noqa: BLE001 - reported to the test
+            out = {"error": repr(e)}
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    out = json.loads(data)
+    assert "error" not in out, out["error"]
+    return out
+
+
+def refuse_pivots(n: int):
+    """A change to the sandbox module: its first `n` pivots fail with EINVAL, as gVisor refuses a pivot
+    from its root mount, which has no parent."""
+    import errno
+
+    def change(sandbox):
+        real, calls = sandbox._pivot_into, []
+
+        def pivot_into(new):
+            calls.append(new)
+            if len(calls) <= n:
+                raise OSError(errno.EINVAL, "refused, as gVisor refuses a pivot from its root mount")
+            real(new)
+        sandbox._pivot_into = pivot_into
+    return change
+
+
+@needs_root
+def test_a_host_whose_root_cannot_be_pivoted_gets_the_own_root_through_a_stage():
+    """The new root is pivoted into from the stage it was built in, and the mount table still names no
+    hidden path."""
+    hidden, revealed = _sealed_and_revealed()
+    seen = _enter_in_a_child(refuse_pivots(1))
+    assert seen["layers"]["own_root"] is True, seen["layers"]
+    assert seen["layers"]["old_root"].startswith("the unreachable parent"), seen["layers"]
+    assert not hidden_names(seen["tables"], hidden, revealed)
+    assert_same_tree(seen, hidden, revealed)
+
+
+@pytest.mark.parametrize("change", [refuse_pivots(2), lambda sandbox: setattr(sandbox, "SYS_PIVOT_ROOT", None)],
+                         ids=["stage_refused_too", "no_pivot_root"])
+@needs_root
+def test_a_host_that_refuses_a_root_of_its_own_still_hides_in_place(change):
+    """Back from the stage's chroot where it got that far, the hidden directories are covered in place:
+    the same tree, with the covers named in the mount table (what own_root removes)."""
+    hidden, revealed = _sealed_and_revealed()
+    seen = _enter_in_a_child(change)
+    assert str(seen["layers"]["own_root"]).startswith("off: "), seen["layers"]
+    assert set(seen["layers"]["hidden_paths"]) == set(hidden), seen["layers"]
+    assert_same_tree(seen, hidden, revealed)
+    assert hidden_names(seen["tables"], hidden, revealed), "hiding in place names its covers"
+
+
+@needs_root
+def test_a_hidden_directory_inside_a_visible_one_is_left_out_not_covered():
+    """A hidden path below a system directory: its parents are copied entry by entry, so the worker sees
+    them as before, the hidden directory empty but for its revealed path, and no mount point names it."""
+    import shutil
+    import uuid
+
+    planted = f"/usr/local/kt-probe-{uuid.uuid4().hex[:8]}"
+    try:
+        os.makedirs(f"{planted}/open")
+        os.makedirs(f"{planted}/secret")
+        with open(f"{planted}/open/kept.txt", "w") as f:
+            f.write("revealed")
+    except OSError as e:
+        pytest.skip(f"cannot plant a directory under /usr/local here: {e}")
+    try:
+        hidden, revealed = _sealed_and_revealed()
+        seen = _enter_in_a_child(hide=[planted], reveal=[f"{planted}/open"],
+                                 look=["/usr", "/usr/local", planted, f"{planted}/open", f"{planted}/secret"])
+        assert seen["layers"]["own_root"] is True and planted in seen["layers"]["hidden_paths"], seen["layers"]
+        assert seen["look"]["/usr"] == sorted(os.listdir("/usr"))
+        assert seen["look"]["/usr/local"] == sorted(os.listdir("/usr/local"))
+        assert seen["look"][planted] == ["open"] and seen["look"][f"{planted}/open"] == ["kept.txt"]
+        assert seen["look"][f"{planted}/secret"] is None
+        assert not hidden_names(seen["tables"], hidden + [planted], revealed + [f"{planted}/open"])
+        assert_same_tree(seen, hidden, revealed)
+    finally:
+        shutil.rmtree(planted)
 
 
 def test_a_forged_frame_size_is_refused_before_anything_is_buffered():
