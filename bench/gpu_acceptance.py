@@ -136,6 +136,9 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
             f"{k} {statistics.median(r.phase_seconds.get(k, 0.0) for r in timed):.2f}" for k in sorted(phases)))
     via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
     lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
+    for layer in ("own_root", "pid_ns", "ipc_ns"):  # the sandbox layers this host gave the candidates
+        seen = collections.Counter(str(r.sandbox.get(layer, "not recorded"))[:160] for r in all_results if r.sandbox)
+        lines.append(f"  sandbox {layer}\t" + ", ".join(f"{k}: {n}" for k, n in seen.most_common()))
     sizes = [s for r in all_results for s in r.sizes if s.reps]
     if sizes:
         half = [(s.log2_speedup_ci[1] - s.log2_speedup_ci[0]) / 2 for s in sizes if s.log2_speedup_ci]

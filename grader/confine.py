@@ -84,7 +84,8 @@ def _child() -> None:
     relay_ns_child(None, namespaces)
     layers = sandbox.enter(hide=config["hide"], reveal=config["reveal"], tmp_mb=512, uid=config["uid"],
                            nproc=config["nproc"], nofile=256, fsize_mb=config["fsize_mb"],
-                           address_space_mb=config["memory_mb"], pid_ns_off=namespaces.off)
+                           address_space_mb=config["memory_mb"], pid_ns_off=namespaces.off,
+                           own_root_off=sandbox.probe_own_root(config["hide"], config["reveal"], 512))
     sys.stderr.write(json.dumps(layers) + "\n")  # the first line of stderr: what it runs under
     sys.stderr.flush()
     scratch = layers["scratch"] if layers["scratch"] != "off" else None

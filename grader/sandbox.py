@@ -58,8 +58,10 @@ def _check(rc: int, what: str) -> None:
 
 
 def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | None, nproc: int, nofile: int,
-          fsize_mb: int, address_space_mb: int | None, network: bool = False, pid_ns_off: str = "") -> dict:
-    """Apply every layer it can; return {layer: True/False or detail}."""
+          fsize_mb: int, address_space_mb: int | None, network: bool = False, pid_ns_off: str = "",
+          own_root_off: str = "") -> dict:
+    """Apply every layer it can; return {layer: True/False or detail}. `pid_ns_off`, `own_root_off`: why
+    the zygote's probe found the host refusing that layer (see `PidNamespaces`, `probe_own_root`)."""
     layers: dict[str, object] = {}
     _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
     layers["pdeathsig"] = True
@@ -75,11 +77,14 @@ def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | No
     if layers["mount_ns"] is True:
         _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
         fresh_proc = layers["pid_ns"] is True  # /proc of this namespace: no other process of the host is listed
-        try:
-            hidden, layers["old_root"] = _own_root(hide, reveal, tmp_mb, fresh_proc)
-            layers["own_root"] = True
-        except OSError as e:  # the host refuses a pivot: hide in place, as before the worker had a root of its own
-            layers["own_root"] = f"off: {e}"
+        layers["own_root"] = own_root_off
+        if not own_root_off:
+            try:
+                hidden, layers["old_root"] = _own_root(hide, reveal, tmp_mb, fresh_proc)
+                layers["own_root"] = True
+            except OSError as e:  # the host refuses a pivot: hide in place, as before the worker had a root of its own
+                layers["own_root"] = f"off: {e}"
+        if layers["own_root"] is not True:
             hidden = _hide_in_place(hide, reveal, tmp_mb, fresh_proc)
         layers["private_proc"] = layers["pid_ns"]
         layers["hidden_paths"] = hidden
@@ -198,6 +203,34 @@ def _own_root(hide: list[str], reveal: list[str], tmp_mb: int, fresh_proc: bool)
     if fresh_proc:  # after the pivot: a proc file system shows the processes of the namespace that mounts it
         _no_way_back(_mount_proc, "/proc")
     return hidden, old_root
+
+
+def probe_own_root(hide: list[str], reveal: list[str], tmp_mb: int) -> str:
+    """Build a root of its own, pivot and mount /proc in a throwaway child, once per zygote: "" where the
+    host allows every step, else "off: <why>". A step past the pivot that the host refuses would end
+    every worker's start-up (there is no way back to hiding in place from there); after this probe such
+    a host gets workers that hide in place, recorded as such, never workers that cannot start."""
+    if os.geteuid() != 0:
+        return "off: not root"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        why = ""
+        try:
+            os.close(r)
+            _check(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+            _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+            _own_root(hide, reveal, tmp_mb, True)
+            os.listdir("/")
+        except BaseException as e:  # noqa: BLE001 - whatever it was, the parent hears it and the layer is off
+            why = f"{type(e).__name__}: {e}"
+        os.write(w, why.encode()[:1000])
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        why = f.read().decode(errors="replace")
+    os.waitpid(pid, 0)
+    return f"off: a probe could not build a root of its own ({why})" if why else ""
 
 
 def _no_way_back(step, *args) -> None:

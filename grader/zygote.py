@@ -92,7 +92,7 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
     layers = sandbox.enter(hide=cfg["hide"], reveal=cfg.get("reveal", []), tmp_mb=cfg["tmp_mb"],
                            uid=cfg.get("uid"), nproc=cfg["nproc"], nofile=cfg["nofile"],
                            fsize_mb=cfg["fsize_mb"], address_space_mb=cfg.get("address_space_mb"),
-                           pid_ns_off=cfg.get("pid_ns_off", ""))
+                           pid_ns_off=cfg.get("pid_ns_off", ""), own_root_off=cfg.get("own_root_off", ""))
     scratch = layers["scratch"] if layers["scratch"] != "off" else cfg["fallback_scratch"]
     os.makedirs(scratch, exist_ok=True)
     os.chdir(scratch)
@@ -308,6 +308,7 @@ def zygote_main(ctl_fd: int) -> None:
         ctl_send(ctl, {"ok": False, "ready": False, "error": text[-START_ERROR_CHARS:]})
         raise
     ctl_send(ctl, {"ok": True, "ready": True})
+    own_root_off: dict[tuple, str] = {}  # probed once per sandbox shape (a slot's roles differ in nothing it uses)
     while True:
         try:
             msg = ctl_recv(ctl)
@@ -316,6 +317,7 @@ def zygote_main(ctl_fd: int) -> None:
         if msg["op"] == "spawn":
             fd, audit_fd = msg["_fds"][:2]
             msg["config"]["pid_ns_off"] = namespaces.off
+            msg["config"]["own_root_off"] = _own_root_off(msg["config"], own_root_off)
             pid = namespaces.fork()
             if pid == 0:
                 try:
@@ -336,6 +338,16 @@ def zygote_main(ctl_fd: int) -> None:
             ctl_send(ctl, {"ok": True, "status": status})
         elif msg["op"] == "bye":
             return
+
+
+def _own_root_off(cfg: dict, seen: dict[tuple, str]) -> str:
+    """Whether workers of this shape can have a root of their own (sandbox.probe_own_root), probed once."""
+    from grader.sandbox import probe_own_root
+
+    key = (tuple(cfg["hide"]), tuple(cfg.get("reveal", [])), cfg["tmp_mb"])
+    if key not in seen:
+        seen[key] = probe_own_root(cfg["hide"], cfg.get("reveal", []), cfg["tmp_mb"])
+    return seen[key]
 
 
 def ctl_recv(ctl: socket.socket) -> dict:
@@ -367,6 +379,7 @@ if __name__ == "__main__":
             send_start_failure(fresh_sock, e)
             raise
         fresh_cfg["pid_ns_off"] = fresh_ns.off
+        fresh_cfg["own_root_off"] = _own_root_off(fresh_cfg, {})
         relay_ns_child(fresh_sock, fresh_ns)
         child_main(fresh_sock, int(sys.argv[3]), fresh_cfg)
     else:

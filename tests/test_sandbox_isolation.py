@@ -354,6 +354,34 @@ def test_a_host_that_refuses_a_root_of_its_own_still_hides_in_place(change):
     assert hidden_names(seen["tables"], hidden, revealed), "hiding in place names its covers"
 
 
+def refuse_proc_past_the_pivot(sandbox):
+    """A change to the sandbox module: /proc cannot be mounted in the new root (a step past the pivot,
+    from which a worker has no way back), and the zygote's probe has found so before any worker."""
+    import errno
+    import functools
+
+    def refuse(path):
+        raise OSError(errno.EPERM, "refused, as a host might refuse a /proc past the pivot")
+    sandbox._mount_proc = refuse
+    hidden, revealed = _sealed_and_revealed()
+    sandbox.enter = functools.partial(sandbox.enter, own_root_off=sandbox.probe_own_root(hidden, revealed, 16))
+
+
+@needs_root
+def test_the_probe_finds_a_host_that_refuses_a_step_past_the_pivot_and_workers_hide_in_place():
+    """Without the probe such a host would stop every worker from starting (every grade infra_error);
+    with it, workers hide in place and every grade records why it has no root of its own."""
+    from grader import sandbox
+
+    hidden, revealed = _sealed_and_revealed()
+    assert sandbox.probe_own_root(hidden, revealed, 16) == ""  # this host allows every step
+    seen = _enter_in_a_child(refuse_proc_past_the_pivot)
+    assert seen["layers"]["own_root"].startswith("off: a probe could not build a root of its own"), seen["layers"]
+    assert "/proc past the pivot" in seen["layers"]["own_root"]
+    assert set(seen["layers"]["hidden_paths"]) == set(hidden), seen["layers"]
+    assert_same_tree(seen, hidden, revealed)
+
+
 @needs_root
 def test_a_hidden_directory_inside_a_visible_one_is_left_out_not_covered():
     """A hidden path below a system directory: its parents are copied entry by entry, so the worker sees
