@@ -15,8 +15,8 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_INGEST, OWNER, check_result, counts_md, table_metadata
 from grader.catalogue import load_catalogue
-from pipelines.rawattempt import (Quarantined, RawAttempt, admissible_rows, duplicate_id, duplicate_turn, parse_line,
-                                  parse_lines)
+from pipelines.rawattempt import (OWN_FORMAT, Quarantined, RawAttempt, admissible_rows, content_key, import_origin_of,
+                                  parse_line, parse_lines, repeat_of, repeat_row)
 from pipelines.resources import REPO_ROOT, AttemptSources, Warehouse, resolve_path
 from pipelines.warehouse import (bulk_write, insert_rows, load_sql, query_dicts, registered, run_script,
                                  transaction)
@@ -39,7 +39,7 @@ def attempt_row(a: RawAttempt, input_sha256: str, run_id: str, now: dt.datetime)
 
 def quarantine_row(q: Quarantined, input_sha256: str, run_id: str, now: dt.datetime,
                    import_origin: str | None = None) -> dict:
-    return {**dataclasses.asdict(q), "import_origin": import_origin, "input_sha256": input_sha256,
+    return {**dataclasses.asdict(q), "import_origin": import_origin or q.import_origin, "input_sha256": input_sha256,
             "run_id": run_id, "ingested_at": now}
 
 
@@ -72,9 +72,11 @@ def load_attempt_files(con: duckdb.DuckDBPyConnection, paths: list[Path], known_
                        now: dt.datetime, log: Callable[[str], None] | None = None) -> list[dict]:
     """Every line of every file into `raw_attempts` or `quarantine` (in the caller's transaction); returns
     the `input_files` rows. Same rows, verdicts and messages as parse_lines over the files in order with one
-    shared set of seen ids and one map of held turns: DuckDB admits the lines it can prove admissible,
-    parse_line judges the rest. An attempt at a (trajectory, turn) an earlier one holds is quarantined
-    (duplicate_turn), so no admitted row can fail the trajectories' blocking gate downstream.
+    shared set of seen ids and maps of held turns and contents: DuckDB admits the lines it can prove admissible,
+    parse_line judges the rest, and `repeat_of` judges repeats: an attempt at a (trajectory, turn) an earlier one
+    holds is quarantined (duplicate_turn), so no admitted row can fail the trajectories' blocking gate downstream,
+    and an imported attempt that repeats an admitted one's task and source is quarantined (duplicate_attempt)
+    naming both origins, so the same corpus row in three files is one attempt.
 
     Admitted rows reach the warehouse as one streamed INSERT (Arrow batches pulled block by block), so
     DuckDB writes finished row groups to disk as it goes: memory stays bounded by the block size (plus the
@@ -129,6 +131,7 @@ class _Loader:
         self.run_id, self.now = run_id, now
         self.seen: set[str] = set()  # ids admitted so far, as parse_lines' shared set
         self.turns: dict[tuple[str, int], str] = {}  # (trajectory, turn) -> the admitted attempt holding it
+        self.contents: dict[tuple[str, str, str], tuple[str, str]] = {}  # content_key -> (attempt id, origin)
         self.slow_rows: list[dict] = []
         self.quarantined: list[dict] = []
         self.files: list[dict] = []
@@ -160,8 +163,9 @@ class _Loader:
             done = np.zeros(n, bool)
             done[fast_at] = True
             sha = digest.result()[0]
-            # parse_line on the other lines, then every admitted row in line order against the seen ids and turns.
+            # parse_line on the other lines, then every admitted row in line order against what is held so far.
             admitted: list[tuple[int, str, str, int, RawAttempt | None]] = []
+            imported: dict[int, tuple[tuple[str, str, str], str | None]] = {}  # line -> (content_key, import origin)
             for i in np.flatnonzero(~done).tolist():
                 item = parse_line(_line(data, offs, i), f"{display}:{first + i}", self.known, None)
                 if item is None:
@@ -169,6 +173,9 @@ class _Loader:
                 counts["nonblank_lines"] += 1
                 if isinstance(item, RawAttempt):
                     admitted.append((i, item.attempt_id, item.trajectory_id, item.turn, item))
+                    content = content_key(item.source_format, item.task_id, item.source_sha256)
+                    if content:
+                        imported[i] = (content, import_origin_of(item.extra))
                 else:
                     self.quarantined.append(quarantine_row(item, sha, self.run_id, self.now))
                     counts["quarantined"] += 1
@@ -178,21 +185,20 @@ class _Loader:
                                 fast.column("trajectory_id").to_pylist(), fast.column("turn").to_pylist(),
                                 [None] * len(fast_at))
                 admitted.sort(key=lambda a: a[0])
+                imported.update(_imported_rows(fast, first))
             keep = np.ones(len(fast_at), bool)
             fast_pos = {i: k for k, i in enumerate(fast_at.tolist())}
             for i, aid, traj, turn, item in admitted:
-                holder = self.turns.get((traj, turn))
-                if aid in self.seen or holder is not None:
-                    where, excerpt = f"{display}:{first + i}", _line(data, offs, i)[:200].decode("utf-8", "replace")
-                    q = (duplicate_id(where, aid, excerpt) if aid in self.seen else
-                         duplicate_turn(where, aid, traj, turn, holder, excerpt))
+                content, origin = imported.get(i, (None, None))
+                where = f"{display}:{first + i}"
+                verdict = repeat_of(aid, traj, turn, content, origin or where, self.seen, self.turns, self.contents)
+                if verdict is not None:
+                    q = repeat_row(where, aid, origin, verdict, _line(data, offs, i)[:200].decode("utf-8", "replace"))
                     self.quarantined.append(quarantine_row(q, sha, self.run_id, self.now))
                     counts["quarantined"] += 1
                     if item is None:
                         keep[fast_pos[i]] = False
                     continue
-                self.seen.add(aid)
-                self.turns[(traj, turn)] = aid
                 counts["accepted"] += 1
                 if item is not None:
                     self.slow_rows.append(attempt_row(item, sha, self.run_id, self.now))
@@ -223,9 +229,9 @@ class _Loader:
         return admissible_rows(self.scratch, block, self.known, load_sql)
 
     def _rowwise(self, path: Path, display: str, sha: str, counts: dict) -> None:
-        """parse_lines over a whole file with the shared seen ids and turns (a file listed twice)."""
+        """parse_lines over a whole file with the shared seen ids, turns and contents (a file listed twice)."""
         data = path.read_bytes()
-        for item in parse_lines(data.split(b"\n"), display, self.known, self.seen, self.turns):
+        for item in parse_lines(data.split(b"\n"), display, self.known, self.seen, self.turns, self.contents):
             if isinstance(item, RawAttempt):
                 self.slow_rows.append(attempt_row(item, sha, self.run_id, self.now))
                 counts["accepted"] += 1
@@ -233,6 +239,21 @@ class _Loader:
                 self.quarantined.append(quarantine_row(item, sha, self.run_id, self.now))
                 counts["quarantined"] += 1
         counts["nonblank_lines"] = sum(1 for ln in data.split(b"\n") if ln.strip())
+
+
+def _imported_rows(fast, first: int) -> dict[int, tuple[tuple[str, str, str], str | None]]:
+    """Line of the block (from 0; the block opens at line `first`) -> (content_key, import origin) of the fast
+    path's rows of imported formats; our own rows (most of a large ingest) are skipped by one vectorised test."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    own = pc.fill_null(pc.equal(fast.column("source_format"), OWN_FORMAT), True)
+    rows = fast.take(np.flatnonzero(~own.to_numpy(zero_copy_only=False)))
+    out = {}
+    for i, fmt, task, sha, extra in zip(*(rows.column(c).to_pylist() for c in (
+            "line_no", "source_format", "task_id", "source_sha256", "extra"))):
+        out[i - first] = (content_key(fmt, task, sha), import_origin_of(json.loads(extra)))
+    return out
 
 
 def _line(data: bytes, offs, i: int) -> bytes:

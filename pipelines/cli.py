@@ -305,13 +305,16 @@ def cmd_import(args: argparse.Namespace) -> int:
                      f"import with `kerneltraj imports --remove {other}` if this one should replace it)")
     known = set(load_catalogue()) | {c["task_id"] for c in rows["tasks"]} | reg.known_task_ids(settings.state_dir,
                                                                                                   key)
-    for line in _import_warnings(args.format, batch, known, reg.attempt_overlap(
-            settings.state_dir, {a.attempt_id for a in batch.attempts}, key)):
+    overlap = reg.attempt_overlap(settings.state_dir, {a.attempt_id for a in batch.attempts}, key)
+    repeats = reg.content_overlap(settings.state_dir, rows["attempts"], key)
+    for line in _import_warnings(args.format, batch, known, overlap, repeats) + _field_warnings(
+            batch, reg.imports_dir(settings.state_dir) / key / "problems.jsonl"):
         print(f"kerneltraj import: warning: {line}", file=sys.stderr)
     entry, replaced = reg.record(settings.state_dir, args.format, paths, rows)
     print(json.dumps({"import": entry.import_id, "format": args.format, "replaced": replaced,
                       "attempts": len(batch.attempts), "quarantined": len(batch.quarantined),
                       "tasks": len(batch.cards), "claims": len(batch.claims), "rejected": len(batch.rejected),
+                      "field_problems": len(batch.problems),
                       "written_to": str(Path(entry.files["attempts"]).parent)}, indent=1))
     print(f"the next `kerneltraj release` ingests these attempts and task cards"
           f"{' (this replaced the earlier import of the same files)' if replaced else ''}; "
@@ -319,9 +322,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import_warnings(fmt: str, batch, known: set[str], overlap: dict[str, int]) -> list[str]:
+def _import_warnings(fmt: str, batch, known: set[str], overlap: dict[str, int], repeats: dict[str, int],
+                     ) -> list[str]:
     """Problems a user can fix now, rather than find as quarantined rows after the next release."""
-    from pipelines.importers import TASKS_FROM
+    from pipelines.importers import TASKS_FROM, repeated_attempts
 
     out = []
     orphans = sorted({a.task_id for a in batch.attempts} - known)
@@ -334,7 +338,27 @@ def _import_warnings(fmt: str, batch, known: set[str], overlap: dict[str, int]) 
         out.append(f"{n} attempt id(s) of this import are also in import {other} (the same records twice?); "
                    f"the next release quarantines the second copy as duplicate_id. Drop one with "
                    f"`kerneltraj imports --remove {other}`")
+    same = repeated_attempts(batch)
+    if same:
+        (origin, first), n = same[0], len(same)
+        out.append(f"{n} attempt(s) of this import repeat the task and source code of an earlier one (e.g. {origin} "
+                   f"repeats {first}); the next release grades each once, quarantines the repeats as "
+                   f"duplicate_attempt and audits every claim against that one grade")
+    for other, n in sorted(repeats.items()):
+        out.append(f"{n} attempt(s) of this import repeat the task and source code of one in import {other}; the "
+                   f"next release grades each once and quarantines the repeats as duplicate_attempt")
     return out
+
+
+def _field_warnings(batch, where: Path, shown: int = 3) -> list[str]:
+    """Fields of kept records that could not be read as their type (kept as null), named record by record."""
+    problems = batch.problems
+    if not problems:
+        return []
+    listed = "; ".join(f"{p.origin}: {p.field} {p.problem}" for p in problems[:shown])
+    more = f" (and {len(problems) - shown} more)" if len(problems) > shown else ""
+    return [f"{len(problems)} field(s) could not be read and are kept as null: {listed}{more}; all of them are "
+            f"listed in {where}"]
 
 
 def cmd_imports(args: argparse.Namespace) -> int:

@@ -23,8 +23,8 @@ from typing import Any, Iterable, Sequence
 
 REGISTRY = "registry.json"
 MERGED_TASKS = "tasks.jsonl"
-KINDS = ("attempts", "quarantine", "tasks", "claims", "rejected")
-"""Files of one import, each `<kind>.jsonl` in its folder."""
+KINDS = ("attempts", "quarantine", "tasks", "claims", "rejected", "problems")
+"""Files of one import, each `<kind>.jsonl` in its folder (`problems`: fields kept as null, see FieldProblem)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +143,32 @@ def attempt_overlap(state_dir: Path, attempt_ids: set[str], except_id: str) -> d
     return out
 
 
+def content_of(attempt: dict[str, Any]) -> tuple[str, str, str] | None:
+    """`pipelines.rawattempt.content_key` of an imported attempt row: what makes two imported attempts one."""
+    from pipelines.rawattempt import content_key
+
+    source = attempt.get("source")
+    if not isinstance(source, str):
+        return None
+    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
+    return content_key(attempt.get("source_format"), str(attempt.get("task_id")), digest)
+
+
+def content_overlap(state_dir: Path, attempts: Sequence[dict[str, Any]], except_id: str) -> dict[str, int]:
+    """Import id -> how many of these attempts repeat the content (`content_of`) of one it holds under another id
+    (one under the same id is `attempt_overlap`'s)."""
+    mine = {c: a.get("attempt_id") for a in attempts if (c := content_of(a)) is not None}
+    ids = set(mine.values())
+    out = {}
+    for e in entries(state_dir):
+        if e.import_id != except_id and "attempts" in e.files:
+            theirs = {content_of(a) for a in _jsonl(e.files["attempts"]) if a.get("attempt_id") not in ids}
+            n = len(theirs & set(mine))
+            if n:
+                out[e.import_id] = n
+    return out
+
+
 def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     tmp = path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r, sort_keys=True, default=list) + "\n" for r in rows))
@@ -202,4 +228,5 @@ def batch_rows(batch: Any) -> dict[str, list[dict[str, Any]]]:
         attempts.append(d)
     return {"attempts": attempts, "quarantine": [dataclasses.asdict(q) for q in batch.quarantined],
             "tasks": [dataclasses.asdict(c) for c in batch.cards], "claims": list(batch.claims),
-            "rejected": [dataclasses.asdict(q) for q in batch.rejected]}
+            "rejected": [dataclasses.asdict(q) for q in batch.rejected],
+            "problems": [dataclasses.asdict(p) for p in batch.problems]}

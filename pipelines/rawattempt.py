@@ -81,6 +81,10 @@ class Quarantined:
     """Human-readable reason naming the field and what to do."""
     raw_excerpt: str
     """First bytes of the raw row (decoded with replacement) for the auditor."""
+    import_origin: str | None = None
+    """For a row of an import's attempts file: the imported corpus's own file:line (None otherwise)."""
+    duplicate_of: str | None = None
+    """For a repeat of an admitted attempt (duplicate_id, duplicate_attempt): the attempt id it repeats."""
 
 
 class RejectRow(ValueError):
@@ -149,6 +153,8 @@ def parse_record(obj: Any, known_tasks: Iterable[str] | None = None) -> RawAttem
     cs = obj.get("claimed_speedup")
     if cs is not None and (isinstance(cs, bool) or not isinstance(cs, (int, float)) or not 0 < cs < 1e300):
         raise RejectRow("bad_type", "claimed_speedup must be a positive finite number or null")
+    if obj.get("source_format") is not None and not isinstance(obj["source_format"], str):
+        raise RejectRow("bad_type", "source_format must be a string (the corpus format) or null")
     if obj.get("extra") is not None and not isinstance(obj["extra"], dict):
         raise RejectRow("bad_type", "extra must be a JSON object or null")
     if known_tasks is not None and obj["task_id"] not in known_tasks:
@@ -173,26 +179,31 @@ def _clean_text(v: str) -> bool:
 
 def parse_lines(lines: Iterable[bytes], origin: str, known_tasks: Iterable[str] | None = None,
                 seen_ids: set[str] | None = None, held_turns: dict[tuple[str, int], str] | None = None,
+                held_contents: dict[tuple[str, str, str], tuple[str, str]] | None = None,
                 ) -> Iterator[RawAttempt | Quarantined]:
     """Parse raw JSONL bytes; yields exactly one RawAttempt or Quarantined per non-blank line.
 
     With `held_turns` ((trajectory_id, turn) -> attempt id, shared across files as `seen_ids` is) a turn
-    already held by an admitted attempt is quarantined too (duplicate_turn), as the ingest does."""
+    already held by an admitted attempt is quarantined too (duplicate_turn), and with `held_contents`
+    (`content_key` -> (attempt id, origin)) a repeat of an admitted imported attempt (duplicate_attempt),
+    as the ingest does."""
     known = set(known_tasks) if known_tasks is not None else None
     seen = seen_ids if seen_ids is not None else set()
     for lineno, raw in enumerate(lines, 1):
-        item = parse_line(raw, f"{origin}:{lineno}", known, seen, held_turns)
+        item = parse_line(raw, f"{origin}:{lineno}", known, seen, held_turns, held_contents)
         if item is not None:
             yield item
 
 
 def parse_line(raw: bytes, where: str, known: set[str] | None, seen: set[str] | None,
-               turns: dict[tuple[str, int], str] | None = None) -> RawAttempt | Quarantined | None:
+               turns: dict[tuple[str, int], str] | None = None,
+               contents: dict[tuple[str, str, str], tuple[str, str]] | None = None,
+               ) -> RawAttempt | Quarantined | None:
     """One raw line (no newline) at `where` (`file:line`): None if blank, else exactly one verdict.
 
-    With `seen` None the duplicate-id and duplicate-turn rules are left to the caller (the bulk ingest
-    settles them itself, first occurrence in file and line order, as this function would with one shared
-    set and map); with `turns` None only the duplicate-id rule applies."""
+    With `seen` None the repeat rules (`repeat_of`) are left to the caller (the bulk ingest settles them
+    itself, first occurrence in file and line order, as this function would with one shared set and maps);
+    with `turns` or `contents` None that rule does not apply."""
     if not raw.strip():
         return None
     excerpt = raw[:200].decode("utf-8", "replace")
@@ -212,31 +223,71 @@ def parse_line(raw: bytes, where: str, known: set[str] | None, seen: set[str] | 
     except RejectRow as e:
         return Quarantined(where, aid, e.code, f"{aid or where}: {e}", excerpt)
     if seen is not None:
-        if rec.attempt_id in seen:
-            return duplicate_id(where, rec.attempt_id, excerpt)
-        if turns is not None:
-            holder = turns.get((rec.trajectory_id, rec.turn))
-            if holder is not None:
-                return duplicate_turn(where, rec.attempt_id, rec.trajectory_id, rec.turn, holder, excerpt)
-            turns[(rec.trajectory_id, rec.turn)] = rec.attempt_id
-        seen.add(rec.attempt_id)
+        content = content_key(rec.source_format, rec.task_id, rec.source_sha256)
+        imported = import_origin_of(rec.extra) if content else None
+        verdict = repeat_of(rec.attempt_id, rec.trajectory_id, rec.turn, content, imported or where, seen, turns,
+                            contents)
+        if verdict is not None:
+            return repeat_row(where, rec.attempt_id, imported, verdict, excerpt)
     return dataclasses.replace(rec, origin=where)
 
 
-def duplicate_id(where: str, attempt_id: str, excerpt: str) -> Quarantined:
-    """The verdict on an admissible row whose id an earlier row (file order, then line order) already holds."""
-    return Quarantined(where, attempt_id, "duplicate_id",
-                       f"{attempt_id}: attempt_id already ingested; ids must be unique", excerpt)
+OWN_FORMAT = "kerneltraj"
+"""Our JSONL format: its attempt ids are the agent harness's own."""
 
 
-def duplicate_turn(where: str, attempt_id: str, trajectory_id: str, turn: int, holder: str,
-                   excerpt: str) -> Quarantined:
-    """The verdict on an admissible row whose (trajectory, turn) an earlier admitted attempt `holder` already
-    holds: one attempt per turn, or the trajectories' blocking quality gate (unique trajectory and turn)
-    would stop the whole release."""
-    return Quarantined(where, attempt_id, "duplicate_turn",
-                       f"{attempt_id}: turn {turn} of trajectory {trajectory_id} is already held by attempt "
-                       f"{holder}; a turn holds one attempt", excerpt)
+def content_key(source_format: str | None, task_id: str, source_sha256: str) -> tuple[str, str, str] | None:
+    """What makes two imported attempts one: the corpus format, the task and the source code. Importers make
+    ids from file and folder names, so the same row in three files of a corpus (CUDA-L1 publishes one candidate
+    per task in each GPU's file, often the same code) would be three attempts. None for our own format: there
+    the harness names each attempt, and identical code in two trajectories is two samples (a row that leaves
+    `source_format` null is ours too)."""
+    return None if source_format is None or source_format == OWN_FORMAT else (source_format, task_id, source_sha256)
+
+
+def import_origin_of(extra: dict[str, Any]) -> str | None:
+    """The imported corpus's own file:line of a row of an import's attempts file (`kerneltraj import` keeps it in
+    `extra`), the origin a person knows the row by; None for other rows."""
+    value = extra.get("import_origin")
+    return value if isinstance(value, str) and value else None
+
+
+def repeat_of(attempt_id: str, trajectory_id: str, turn: int, content: tuple[str, str, str] | None, shown: str,
+              seen: set[str], turns: dict[tuple[str, int], str] | None,
+              contents: dict[tuple[str, str, str], tuple[str, str]] | None) -> tuple[str, str, str | None] | None:
+    """(reason code, reason, the attempt it repeats) when an admissible row repeats an admitted one (file order,
+    then line order); None admits it, and what it holds is recorded. The one rule of repeats, for the bulk
+    ingest and parse_line alike:
+    - duplicate_id: its attempt id is taken;
+    - duplicate_attempt: an imported attempt with the same `content_key` (`shown` names this row's origin);
+    - duplicate_turn: its (trajectory, turn) is held by another attempt, which would stop the release at the
+      trajectories' blocking gate (unique trajectory and turn)."""
+    if attempt_id in seen:
+        return "duplicate_id", f"{attempt_id}: attempt_id already ingested; ids must be unique", attempt_id
+    if content is not None and contents is not None:
+        first = contents.get(content)
+        if first is not None:
+            return ("duplicate_attempt",
+                    f"{attempt_id} at {shown} repeats {first[0]} at {first[1]}: the same {content[0]} attempt (task "
+                    f"{content[1]}, source sha256 {content[2][:12]}); it is graded once, and the claims of both are "
+                    "audited against that grade", first[0])
+    if turns is not None:
+        holder = turns.get((trajectory_id, turn))
+        if holder is not None:
+            return ("duplicate_turn", f"{attempt_id}: turn {turn} of trajectory {trajectory_id} is already held by "
+                    f"attempt {holder}; a turn holds one attempt", None)
+        turns[(trajectory_id, turn)] = attempt_id
+    if content is not None and contents is not None:
+        contents[content] = (attempt_id, shown)
+    seen.add(attempt_id)
+    return None
+
+
+def repeat_row(where: str, attempt_id: str, import_origin: str | None, verdict: tuple[str, str, str | None],
+               excerpt: str) -> Quarantined:
+    """The quarantined row of a repeat (`repeat_of`'s verdict)."""
+    code, reason, of = verdict
+    return Quarantined(where, attempt_id, code, reason, excerpt, import_origin, of)
 
 
 # ---- the bulk fast path: DuckDB decides the lines it can prove parse_record would admit unchanged ----

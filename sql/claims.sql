@@ -50,12 +50,21 @@ DELETE FROM claim_audit;
 -- name: claims_with_grades
 -- Every imported claim with the current primary grade of its attempt (NULL columns: no grade) and
 -- whether the task's expert is its own PyTorch reference (KernelBench cards: lineage kernelbench/L*).
+-- A claim whose attempt repeats another's task and source (quarantined as duplicate_attempt: the same
+-- CUDA-L1 code in two GPUs' files) is held against the grade of the attempt it repeats, under that id.
+WITH repeats AS (
+    SELECT attempt_id, any_value(duplicate_of) AS duplicate_of
+    FROM quarantine WHERE reason_code = 'duplicate_attempt' AND duplicate_of IS NOT NULL GROUP BY attempt_id
+), claims AS (
+    SELECT c.* REPLACE (coalesce(d.duplicate_of, c.attempt_id) AS attempt_id)
+    FROM imported_claims c LEFT JOIN repeats d ON d.attempt_id = c.attempt_id
+)
 SELECT c.claim_id, c.source_format, c.attempt_id, c.attempt_admitted, c.task_id, c.level, c.gpu, c.baseline,
        c.claimed_speedup, c.claimed_correct,
        r.attempt_id IS NOT NULL AS in_warehouse,
        starts_with(coalesce(t.lineage, ''), 'kernelbench/') AS expert_is_reference,
        g.status, g.reason_code, g.device, g.sizes, g.grader_version
-FROM imported_claims c
+FROM claims c
 LEFT JOIN raw_attempts r ON r.attempt_id = c.attempt_id
 LEFT JOIN tasks t ON t.task_id = c.task_id
 LEFT JOIN current_grades g ON g.attempt_id = c.attempt_id AND g.grading_pass = 'primary'

@@ -61,8 +61,11 @@ CREATE TABLE IF NOT EXISTS quarantine (
     import_origin VARCHAR,
     input_sha256 VARCHAR,
     run_id VARCHAR,
-    ingested_at TIMESTAMP
+    ingested_at TIMESTAMP,
+    duplicate_of VARCHAR        -- the admitted attempt a repeat repeats (duplicate_id, duplicate_attempt)
 );
+-- Warehouses made before repeats named the attempt they repeat gain the column here (a no-op on new ones).
+ALTER TABLE quarantine ADD COLUMN IF NOT EXISTS duplicate_of VARCHAR;
 
 -- One row per attempt per grading pass (`primary`, `revalidation`) per grader version and task revision.
 -- Hidden sizes never reach this table: their size keys are redacted before insert.

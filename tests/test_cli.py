@@ -345,3 +345,88 @@ def test_plain_status_names_splits_revalidation_and_the_learning_verdict():
     assert "fast_1" in lines and "0.5 -> 0.6" in lines["fast_1"]
     assert "{" not in text and "None" not in text
     assert "none yet" in render_text({"release": {"version": None, "note": "no release yet"}})
+
+
+RELU_REFERENCE = ("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+                  "\nN = 4096\n\ndef get_inputs():\n    return [torch.randn(N)]\n\ndef get_init_inputs():\n    return []\n")
+
+
+@pytest.fixture()
+def probe_stub(monkeypatch):
+    """CUDA-L1 imports whose output probe is a stand-in (the shapes of RELU_REFERENCE), so cards are made
+    without starting the sandbox; everything after the probe is the real importer."""
+    import functools
+
+    from pipelines.importers import cuda_l1
+    from pipelines.importers import kernelbench as kb
+
+    def probe(jobs):
+        return {k: kb.ProbeResult((4096,), "float32", 4096) for k in jobs}
+
+    monkeypatch.setattr(cuda_l1, "import_path", functools.partial(cuda_l1.import_path, probe=probe))
+
+
+def test_the_same_row_in_several_imported_files_is_one_attempt(tmp_path, monkeypatch, capsys, probe_stub):
+    """From the release issue: the same CUDA-L1 row in three files became three trajectories (the published
+    corpus has one candidate per task in each GPU's file, often the same code). Now the release keeps one
+    attempt, every other copy ends quarantined as duplicate_attempt naming both origins, each claim is held
+    against the one grade, and the ledger shows every row once."""
+    row = {"level_id": 1, "task_id": 19, "ref_code": RELU_REFERENCE, "score_default": 1.7, "score_cudnn": "fast",
+           "custom_code": "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+                          "        return x.clamp_min(0)\n"}
+    other = {**row, "task_id": 20, "custom_code": row["custom_code"].replace("clamp_min(0)", "relu()")}
+    files = {n: tmp_path / f"{n}.jsonl" for n in ("x", "y", "z", "w")}
+    for n, f in files.items():
+        f.write_text(json.dumps(row) + "\n" + (json.dumps(other) + "\n" if n == "x" else ""))
+    env = project_env(tmp_path, ())
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("KERNELTRAJ_INPUTS")
+    said = []
+    for paths in ([files["x"]], [files["y"]], [files["z"], files["w"]]):  # three imports, the last of two files
+        assert cli.main(["import", "cuda-l1", *map(str, paths)]) == 0
+        said.append(capsys.readouterr().err)
+    assert "repeat" not in said[0] and f"{files['x']}:1: score_cudnn is \"fast\" (str)" in said[0]
+    assert "repeat the task and source code of one in import cuda-l1/x-" in said[1]
+    assert f"{files['w']}:1 repeats {files['z']}:1" in said[2] and "cuda-l1/y-" in said[2]
+
+    settings = Settings.from_env()
+    cli.ensure_dagster_home(settings)
+    imported = [p for p in settings.inputs if "imports" in p]
+    wh = Warehouse(path=str(settings.warehouse_path))
+    from assets.claims import claim_audit
+
+    with dg.DagsterInstance.get() as instance:
+        result = dg.materialize([ingest.raw_attempts, *ingest.CHECKS, claim_audit], instance=instance, resources={
+            "warehouse": wh, "attempt_sources": AttemptSources(
+                paths=imported, task_files=list(settings.task_files),
+                quarantine_files=list(settings.quarantine_files))})
+    assert result.success and all(e.passed for e in result.get_asset_check_evaluations())
+    with connect(wh.path) as con:
+        kept = query_dicts(con, "SELECT attempt_id, json_extract_string(extra, '$.import_origin') AS o "
+                                "FROM raw_attempts ORDER BY task_id")
+        repeats = query_dicts(con, "SELECT * FROM quarantine WHERE reason_code = 'duplicate_attempt' "
+                                   "ORDER BY import_origin")
+        ledger = query_dicts(con, "SELECT terminal_state, count(*) AS n FROM ledger GROUP BY ALL")
+        audited = query_dicts(con, "SELECT attempt_id, audit_reason FROM claim_audit WHERE baseline = 'default'")
+    # one copy of the row (the first in the order the release reads imports), and the other task
+    copies = {f"{f}:1" for f in files.values()}
+    assert kept[0]["o"] in copies and kept[1]["o"] == f"{files['x']}:2"
+    first = kept[0]["attempt_id"]
+    assert sorted(r["import_origin"] for r in repeats) == sorted(copies - {kept[0]["o"]})
+    for r in repeats:
+        assert r["duplicate_of"] == first and r["import_origin"] in r["reason"] and kept[0]["o"] in r["reason"]
+    # every input row once: 2 admitted (no grade yet, so no terminal state) and 3 quarantined
+    assert {(r["terminal_state"], r["n"]) for r in ledger} == {(None, 2), ("quarantined", 3)}
+    # the four copies' claims are all held against the one attempt that is graded (none is `not_admitted`)
+    assert len(audited) == 5 and {a["attempt_id"] for a in audited} == {first, kept[1]["attempt_id"]}
+    assert {a["audit_reason"] for a in audited} == {"no_grade"}
+
+    assert cli.main(["quarantine", "--reason", "duplicate_attempt"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert sorted(ln.split("\t")[0] for ln in listed) == sorted(copies - {kept[0]["o"]})  # the corpus's file:line
+    assert cli.main(["lineage", kept[0]["o"]]) == 0  # an admitted row, by its corpus file:line
+    text = capsys.readouterr().out
+    assert f"raw attempt   {first}" in text and f"(imported from {kept[0]['o']})" in text
+    assert cli.main(["lineage", repeats[0]["import_origin"]]) == 0
+    assert f"duplicate_attempt: {repeats[0]['attempt_id']} at {repeats[0]['import_origin']}" in capsys.readouterr().out

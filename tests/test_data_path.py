@@ -33,7 +33,8 @@ COMPARED = {
     "raw_attempts": "attempt_id, task_id, agent, model, trajectory_id, turn, language, entry_point, source, "
                     "source_sha256, source_format, generation_tokens, generation_budget_tokens, started_at, "
                     "finished_at, claimed_speedup, origin, input_sha256, CAST(extra AS VARCHAR), run_id, ingested_at",
-    "quarantine": "origin, attempt_id, reason_code, reason, raw_excerpt, import_origin, input_sha256, run_id, ingested_at",
+    "quarantine": "origin, attempt_id, reason_code, reason, raw_excerpt, import_origin, input_sha256, run_id, ingested_at, "
+                  "duplicate_of",
     "input_files": "path, sha256, size_bytes, accepted, quarantined, nonblank_lines, run_id, ingested_at",
 }
 
@@ -50,13 +51,13 @@ def _executemany(con, table: str, rows: list[dict]) -> None:
 
 
 def reference_ingest(db: Path, paths: list[Path]) -> None:
-    """The row-by-row ingest: parse_lines with one shared seen set and turn map, rows bound one by one."""
-    known, seen, turns, attempts, bad, files = _known(), set(), {}, [], [], []
+    """The row-by-row ingest: parse_lines with one shared seen set, turn and content maps, rows bound one by one."""
+    known, seen, turns, contents, attempts, bad, files = _known(), set(), {}, {}, [], [], []
     for path in paths:
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
         n_ok = n_bad = 0
-        for item in parse_lines(data.split(b"\n"), ingest.display_path(path), known, seen, turns):
+        for item in parse_lines(data.split(b"\n"), ingest.display_path(path), known, seen, turns, contents):
             if isinstance(item, RawAttempt):
                 attempts.append(ingest.attempt_row(item, sha, RUN, NOW))
                 n_ok += 1
@@ -182,6 +183,9 @@ MUTATIONS = {
     "claims": lambda r, g: _dump({**r, "claimed_speedup": g.choice([1.5, 2, 0, -1, 1e299, 1e300, 5e-324, True, "2x",
                                                                     123456789012345678901234567890, 2**64 + 1])}, g),
     "source_format": lambda r, g: _dump({**r, "source_format": g.choice(["cuda-l1", "", 7, ["a"], {"k": 1}, True])}, g),
+    # an imported corpus's row (as `kerneltraj import` writes it): repeats of one task and source are one attempt
+    "imported": lambda r, g: _dump({**r, "source_format": g.choice(["cuda-l1", "kernelbench"]),
+                                    "extra": {"import_origin": f"h100.jsonl:{g.randrange(1, 9)}"}}, g),
     "source_types": lambda r, g: _dump({**r, "source": g.choice([7, None, ["x"], {"a": 1}, ""])}, g),
     "extra_types": lambda r, g: _dump({**r, "extra": g.choice([[1], "x", 3, {}, {"a": {"b": [1, {"c": None}]}}])}, g),
 }

@@ -451,3 +451,51 @@ def test_importer_probe_runs_a_hostile_reference_only_in_the_sandbox(tmp_path, l
     assert got["hostile"] == kb.ProbeResult((4, 8), "float32", 0), got  # it ran, in the sandbox
     assert not marker.exists(), "the reference wrote a file on the host"
     assert listener.accepted == 0, "the reference reached a host socket"
+
+
+def test_wrongly_typed_eval_fields_are_named_never_silently_null(tmp_path: Path) -> None:
+    """From the release issue: wrongly typed `eval_results` fields became null silently. Each is kept as null
+    and named (record and field) in the claim and in the batch's problems, which `kerneltraj import` prints."""
+    from pipelines.importers import kernelbench as kb
+
+    run = tmp_path / "run"
+    run.mkdir()
+    good = {"sample_id": 0, "compiled": True, "correctness": True, "runtime": 0.5, "metadata": {"hardware": "H200"},
+            "runtime_stats": {"mean": 0.5, "num_trials": 100}}
+    bad = {"sample_id": 1, "compiled": "yes", "correctness": 1, "runtime": "0.5", "metadata": ["H200"],
+           "runtime_stats": {"mean": 0.5, "trials": [1, 2]}}
+    untimed = {**good, "sample_id": 2, "correctness": False, "runtime": -1.0, "runtime_stats": "n/a"}
+    (run / "eval_results.json").write_text(json.dumps({"3": [good, bad, untimed]}))
+    (run / "generation_config.yaml").write_text("level: 1\n")
+    batch = kb.import_path([run], probe=_refuse_every_task)
+    claims = {c["origin"].rsplit("[", 1)[1]: c for c in batch.claims}
+    assert "unreadable_fields" not in claims["0]"] and claims["0]"]["runtime_ms"] == 0.5
+    named = claims["1]"]["unreadable_fields"]
+    assert set(named) == {"compiled", "correctness", "runtime", "metadata", "runtime_stats.trials"}
+    assert named["runtime"] == 'is "0.5" (str), not a positive number of ms (or -1: not timed)'
+    assert (claims["1]"]["compiled"], claims["1]"]["runtime_ms"], claims["1]"]["runtime_stats"]) == (None, None,
+                                                                                                     {"mean": 0.5})
+    assert claims["2]"]["unreadable_fields"] == {"runtime_stats": 'is "n/a" (str), not an object'}  # -1: not timed
+    assert sorted((p.origin.rsplit("#", 1)[1], p.field) for p in batch.problems) == sorted(
+        [("3[1]", f) for f in named] + [("3[2]", "runtime_stats")])
+
+
+def test_wrongly_typed_claims_of_cuda_l1_and_flashinfer_are_named(tmp_path: Path) -> None:
+    from pipelines.importers import flashinfer
+
+    base = {"level_id": 1, "task_id": 7, "ref_code": "import torch\n", "custom_code": "x = 1\n"}
+    f = tmp_path / "h100.jsonl"
+    f.write_text(json.dumps({**base, "score_default": "2.5", "score_cudnn": [3], "score_cuda_graph": -1}) + "\n")
+    batch = IMPORTERS["cuda-l1"].import_path([f], probe=_refuse_every_task)
+    by = {c["baseline"]: c for c in batch.claims}
+    assert by["default"]["claimed_speedup"] == 2.5 and "unreadable_fields" not in by["default"]  # a numeric text
+    assert {(p.origin, p.field) for p in batch.problems} == {(f"{f}:1", "score_cudnn"), (f"{f}:1", "score_cuda_graph")}
+    assert by["cudnn"]["unreadable_fields"] == {"score_cudnn": "is [3] (list), not a positive speedup"}
+
+    trace = {"definition": "gemm_n8_k16", "workload": {"axes": {"M": 4}, "uuid": "u"}, "solution": "s1",
+             "evaluation": {"status": "PASSED", "correctness": "exact",
+                            "performance": {"latency_ms": "0.1", "reference_latency_ms": 0.2, "speedup_factor": None}}}
+    claim, _ = flashinfer.parse_trace(json.dumps(trace).encode(), "t.jsonl:1", "run")
+    assert claim["unreadable_fields"] == {"evaluation.correctness": 'is "exact" (str), not an object',
+                                          "evaluation.performance.latency_ms": 'is "0.1" (str), not a finite number'}
+    assert claim["latency_ms"] is None and claim["reference_latency_ms"] == 0.2 and claim["claimed_speedup"] is None

@@ -25,6 +25,38 @@ EXCERPT_BYTES = 200
 
 
 @dataclass(frozen=True)
+class FieldProblem:
+    """A field of a kept record that could not be read as its type: kept as null, and said at import time."""
+
+    origin: str
+    """File and line (or record key) of the record."""
+    field: str
+    """The field, e.g. `runtime` or `score_default`."""
+    problem: str
+    """What is wrong with it, e.g. `is 'fast' (str), not a number`."""
+
+
+def type_problem(value: Any, wanted: str) -> str:
+    """`is <value> (<type>), not <wanted>` for a FieldProblem."""
+    return f"is {_dump_short(value)} ({type(value).__name__}), not {wanted}"
+
+
+def problems_of(claims: list[dict[str, Any]]) -> list[FieldProblem]:
+    """The FieldProblems of claims: an importer keeps a wrongly typed field of a claim as null and names it in
+    the claim's `unreadable_fields` ({field: problem})."""
+    return [FieldProblem(str(c.get("origin")), k, why)
+            for c in claims for k, why in c.get("unreadable_fields", {}).items()]
+
+
+def _dump_short(value: Any) -> str:
+    try:
+        text = json.dumps(value, default=str)
+    except (ValueError, RecursionError):
+        text = repr(type(value))
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+@dataclass(frozen=True)
 class ImportBatch:
     """What one importer made of a set of paths."""
 
@@ -41,6 +73,8 @@ class ImportBatch:
     rejected: list[Quarantined] = field(default_factory=list)
     """Non-attempt records that could not be used (task definitions that cannot become cards,
     malformed trace lines), each with a reason code; attempts on such tasks are quarantined."""
+    problems: list[FieldProblem] = field(default_factory=list)
+    """Fields of kept records (attempts, claims) that had the wrong type and are kept as null."""
 
     @property
     def n_records(self) -> int:
@@ -145,6 +179,24 @@ UNDECODABLE = frozenset({"bad_encoding", "bad_json"})
 """Reason codes of records that are not text of the format at all (as opposed to a bad field)."""
 
 
+def repeated_attempts(batch: ImportBatch) -> list[tuple[str, str]]:
+    """(origin, origin of the earlier one) for each attempt that repeats an earlier attempt's task and source
+    (`pipelines.rawattempt.content_key`): the ingest keeps one and quarantines the others as duplicate_attempt."""
+    from pipelines.rawattempt import content_key
+
+    first: dict[tuple[str, str, str], str] = {}
+    out = []
+    for a in batch.attempts:
+        key = content_key(a.source_format, a.task_id, a.source_sha256)
+        if key is None:
+            continue
+        if key in first:
+            out.append((a.origin, first[key]))
+        else:
+            first[key] = a.origin
+    return out
+
+
 def path_problem(fmt: str, paths: list[Path]) -> str | None:
     """Why these paths cannot be an import of `fmt` before reading them (None: go ahead)."""
     kind, layout = LAYOUTS[fmt]
@@ -183,4 +235,5 @@ def refusal(batch: ImportBatch, paths: list[Path]) -> str | None:
     return None
 
 
-__all__ = ["IMPORTERS", "LAYOUTS", "TASKS_FROM", "ImportBatch", "TaskReject", "path_problem", "refusal"]
+__all__ = ["IMPORTERS", "LAYOUTS", "TASKS_FROM", "FieldProblem", "ImportBatch", "TaskReject", "path_problem",
+           "problems_of", "refusal", "repeated_attempts"]

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from grader.taskcard import TaskCard
-from pipelines.importers import ImportBatch, TaskReject, admit, id_part, iter_lines, quarantine, sha256_hex
+from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, iter_lines, problems_of, quarantine,
+                                 sha256_hex, type_problem)
 from pipelines.importers import kernelbench as kb
 from pipelines.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt
 
@@ -147,6 +148,8 @@ def _decode(raw: bytes, where: str) -> dict[str, Any] | Quarantined:
 
 
 def _claims(row: dict[str, Any], where: str, gpu: str, rec: RawAttempt | Quarantined) -> list[dict[str, Any]]:
+    """One claim per score the row states; a score that is not a positive number is kept as a claim without a
+    speedup and named in its `unreadable_fields`, never silently null."""
     level, task = row["level_id"], row["task_id"]
     admitted = isinstance(rec, RawAttempt)
     out = []
@@ -154,12 +157,15 @@ def _claims(row: dict[str, Any], where: str, gpu: str, rec: RawAttempt | Quarant
         v = row.get(k)
         if v is None:
             continue
-        out.append({
+        claim = {
             "source_format": FORMAT, "origin": where, "attempt_id": rec.attempt_id,
             "attempt_admitted": admitted, "task_id": kb.kernelbench_task_id(level, task), "gpu": gpu,
             "level": level, "baseline": k.removeprefix("score_"), "claimed_speedup": _speedup(v),
             "claimed_raw": v if isinstance(v, (int, float, str)) and not isinstance(v, bool) else repr(v)[:80],
-        })
+        }
+        if claim["claimed_speedup"] is None:
+            claim["unreadable_fields"] = {k: type_problem(v, "a positive speedup")}
+        out.append(claim)
     return out
 
 
@@ -183,7 +189,8 @@ def import_path(paths: list[Path], probe: Callable = kb.probe_outputs) -> Import
     rejected = [Quarantined(f"kernelbench L{lv}/T{t}", None, c.code, f"{kb.kernelbench_task_id(lv, t)}: {c.reason}",
                             reader.refs.get((lv, t), "")[:200])
                 for (lv, t), c in sorted(reader.cards.items()) if isinstance(c, TaskReject)]
-    return ImportBatch(FORMAT, attempts, quarantined, sorted(cards, key=lambda c: c.task_id), claims, rejected)
+    return ImportBatch(FORMAT, attempts, quarantined, sorted(cards, key=lambda c: c.task_id), claims, rejected,
+                       problems_of(claims))
 
 
 def _files(paths: Iterable[Path]) -> Iterator[Path]:

@@ -29,7 +29,8 @@ from typing import Any, Iterator
 
 from grader.adapters import flashinfer_candidate_source
 from grader.taskcard import TaskCard
-from pipelines.importers import ImportBatch, TaskReject, admit, id_part, iter_lines, quarantine, sha256_hex
+from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, iter_lines, problems_of, quarantine,
+                                 sha256_hex, type_problem)
 from pipelines.importers.kernelbench import MAX_DIM
 from pipelines.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt
 
@@ -262,10 +263,24 @@ def parse_trace(raw: bytes, where: str, run: str) -> tuple[dict[str, Any], dict[
     if ev is not None and not (isinstance(ev, dict) and ev.get("status") in STATUSES):
         return quarantine(where, None, "bad_type", f"evaluation.status must be one of {STATUSES}", raw)
     ev = ev or {}
-    perf = ev.get("performance") if isinstance(ev.get("performance"), dict) else {}
-    corr = ev.get("correctness") if isinstance(ev.get("correctness"), dict) else {}
-    env = ev.get("environment") if isinstance(ev.get("environment"), dict) else {}
-    num = lambda v: float(v) if type(v) in (int, float) and math.isfinite(v) else None  # noqa: E731
+    unreadable: dict[str, str] = {}  # fields of the wrong type: kept as null, and said (never silently null)
+
+    def part(name: str) -> dict[str, Any]:
+        v = ev.get(name)
+        if v is not None and not isinstance(v, dict):
+            unreadable[f"evaluation.{name}"] = type_problem(v, "an object")
+        return v if isinstance(v, dict) else {}
+
+    def num(group: str, d: dict[str, Any], name: str) -> float | None:
+        v = d.get(name)
+        if v is None:
+            return None
+        if type(v) in (int, float) and math.isfinite(v):
+            return float(v)
+        unreadable[f"evaluation.{group}.{name}"] = type_problem(v, "a finite number")
+        return None
+
+    perf, corr, env = part("performance"), part("correctness"), part("environment")
     log = ev.get("log") if isinstance(ev.get("log"), str) else ""
     claim = {
         "source_format": FORMAT, "origin": where, "run": run, "solution": sol,
@@ -276,12 +291,15 @@ def parse_trace(raw: bytes, where: str, run: str) -> tuple[dict[str, Any], dict[
         "libs": {str(k)[:64]: str(v)[:64] for k, v in env.get("libs", {}).items()}
         if isinstance(env.get("libs"), dict) else {},
         "timestamp": str(ev.get("timestamp", ""))[:64] or None,
-        "max_relative_error": num(corr.get("max_relative_error")),
-        "max_absolute_error": num(corr.get("max_absolute_error")),
-        "latency_ms": num(perf.get("latency_ms")), "reference_latency_ms": num(perf.get("reference_latency_ms")),
-        "claimed_speedup": num(perf.get("speedup_factor")),
+        "max_relative_error": num("correctness", corr, "max_relative_error"),
+        "max_absolute_error": num("correctness", corr, "max_absolute_error"),
+        "latency_ms": num("performance", perf, "latency_ms"),
+        "reference_latency_ms": num("performance", perf, "reference_latency_ms"),
+        "claimed_speedup": num("performance", perf, "speedup_factor"),
         "log_sha256": sha256_hex(log) if log else None, "log_bytes": len(log.encode("utf-8", "replace")),
     }
+    if unreadable:
+        claim["unreadable_fields"] = unreadable
     return claim, dict(axes)
 
 
@@ -436,7 +454,7 @@ def import_path(paths: list[Path]) -> ImportBatch:
     for c in claims:
         c["attempt_admitted"] = c["attempt_id"] in admitted
     good = sorted((c for c in cards.values() if isinstance(c, TaskCard)), key=lambda c: c.task_id)
-    return ImportBatch(FORMAT, attempts, quarantined, good, claims, rejected)
+    return ImportBatch(FORMAT, attempts, quarantined, good, claims, rejected, problems_of(claims))
 
 
 def _claimed_speedups(claims: list[dict[str, Any]]) -> dict[str, float | None]:

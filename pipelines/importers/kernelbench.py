@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterable
 from grader.adapters import kernelbench_reference_source
 from grader.contract import MAX_SOURCE_BYTES
 from grader.taskcard import InputSpec, TaskCard
-from pipelines.importers import ImportBatch, TaskReject, admit, id_part, quarantine, sha256_hex
+from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, problems_of, quarantine, sha256_hex,
+                                 type_problem)
 from pipelines.rawattempt import Quarantined, RawAttempt
 
 try:  # another module owns families and ids; fall back to the same scheme when it is absent
@@ -620,20 +621,56 @@ def _dump(v: Any) -> str:
 
 
 def _eval_claim(where: str, entry: dict, aid: str, admitted: bool, task_id: str, run: str) -> dict[str, Any]:
-    rt = entry.get("runtime")
-    stats = entry.get("runtime_stats") if isinstance(entry.get("runtime_stats"), dict) else {}
-    meta = entry.get("metadata") if isinstance(entry.get("metadata"), dict) else {}
-    flag = lambda v: v if isinstance(v, bool) else None  # noqa: E731
-    return {
+    """What one eval entry claims; a field of the wrong type is kept as null and named in the claim's
+    `unreadable_fields` (never silently null: the import says them)."""
+    unreadable: dict[str, str] = {}
+
+    def problem(name: str, value: Any, wanted: str) -> None:
+        unreadable[name] = type_problem(value, wanted)
+
+    def flag(name: str) -> bool | None:
+        v = entry.get(name)
+        if v is not None and not isinstance(v, bool):
+            problem(name, v, "true or false")
+            return None
+        return v
+
+    def mapping(name: str) -> dict:
+        v = entry.get(name)
+        if v is not None and not isinstance(v, dict):
+            problem(name, v, "an object")
+        return v if isinstance(v, dict) else {}
+
+    stats, meta = mapping("runtime_stats"), mapping("metadata")
+    kept = {}
+    for k, v in stats.items():
+        if type(v) in (int, float, str) and len(str(v)) <= 200:
+            kept[str(k)[:40]] = v
+        else:
+            problem(f"runtime_stats.{str(k)[:40]}", v, "a number or a short text")
+    hardware = meta.get("hardware") or stats.get("hardware")
+    if hardware is not None and not isinstance(hardware, str):
+        problem("hardware", hardware, "a GPU name")
+        hardware = None
+    claim = {
         "source_format": FORMAT, "origin": where, "attempt_id": aid, "attempt_admitted": admitted,
-        "task_id": task_id, "run": run, "compiled": flag(entry.get("compiled")),
-        "correctness": flag(entry.get("correctness")),
-        # KernelBench writes -1.0 when nothing was timed
-        "runtime_ms": float(rt) if type(rt) in (int, float) and math.isfinite(rt) and rt > 0 else None,
-        "runtime_stats": {str(k)[:40]: v for k, v in stats.items()
-                          if type(v) in (int, float, str) and len(str(v)) <= 200},
-        "hardware": str(meta.get("hardware") or stats.get("hardware") or "")[:200] or None,
+        "task_id": task_id, "run": run, "compiled": flag("compiled"), "correctness": flag("correctness"),
+        "runtime_ms": _runtime_ms(entry.get("runtime"), lambda v, wanted: problem("runtime", v, wanted)),
+        "runtime_stats": kept, "hardware": (hardware or "")[:200] or None,
     }
+    if unreadable:
+        claim["unreadable_fields"] = unreadable
+    return claim
+
+
+def _runtime_ms(rt: Any, problem: Callable[[Any, str], None]) -> float | None:
+    """A positive finite runtime, or None: KernelBench writes -1 when nothing was timed (no problem then)."""
+    if rt is None or rt == -1 and type(rt) in (int, float):
+        return None
+    if type(rt) not in (int, float) or not math.isfinite(rt) or rt <= 0:
+        problem(rt, "a positive number of ms (or -1: not timed)")
+        return None
+    return float(rt)
 
 
 @dataclass(frozen=True)
@@ -800,4 +837,4 @@ def import_path(paths: list[Path], probe: Callable = probe_outputs) -> ImportBat
     good = sorted((c for c in cards.values() if isinstance(c, TaskCard)), key=lambda c: c.task_id)
     rejected += [quarantine(f"kernelbench L{lv}/P{p}", None, c.code, c.reason, refs[(lv, p)])
                  for (lv, p), c in sorted(cards.items()) if isinstance(c, TaskReject)]
-    return ImportBatch(FORMAT, attempts, quarantined, good, claims, rejected)
+    return ImportBatch(FORMAT, attempts, quarantined, good, claims, rejected, problems_of(claims))
