@@ -180,6 +180,23 @@ def test_import_help_names_every_importer():
         assert name in text, name
 
 
+def test_every_option_of_every_command_has_help():
+    import argparse
+
+    def undocumented(parser: argparse.ArgumentParser, name: str) -> list[str]:
+        out = []
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                out += [f"{n} (no summary)" for n, sub in action.choices.items()
+                        if not any(c.dest == n and c.help for c in action._choices_actions)]
+                out += [x for n, sub in action.choices.items() for x in undocumented(sub, n)]
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                out.append(f"{name} {action.dest}")
+        return out
+
+    assert undocumented(cli.build_parser(), "kerneltraj") == []
+
+
 def test_grader_tasks_lists_signatures_and_never_a_hidden_size():
     from grader.catalogue import load_catalogue
 
