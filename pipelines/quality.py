@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from grader.contract import REWARD_FLOOR, SPEEDUP_CLIP, Status
+from pipelines.release_card import REVALIDATION_STATES, REWARD_KINDS
 from pipelines.splits import Split
 
 if TYPE_CHECKING:
@@ -61,21 +62,25 @@ class TableRules:
 
 
 _PASSES = ("primary", "revalidation")
+_PROVENANCE = (("reward_kind", REWARD_KINDS), ("revalidation_state", REVALIDATION_STATES))
+"""What a published reward says about itself (sql/rewards.sql): closed vocabularies wherever it is published."""
 
 TABLE_RULES: dict[str, TableRules] = {
     "graded_attempts": TableRules(
         non_null=("attempt_id", "grading_pass", "task_id", "status", *LINEAGE_COLUMNS),
-        unique_together=(("attempt_id", "grading_pass"),), value_sets=(("grading_pass", _PASSES),),
+        unique_together=(("attempt_id", "grading_pass"),), value_sets=(("grading_pass", _PASSES), *_PROVENANCE),
         graded=(("status", "reward"),)),
     "trajectories": TableRules(
         non_null=("trajectory_id", "n_turns", "turns", "grader_version"), unique=("trajectory_id",),
         reward_range=("best_reward",), non_negative=("n_turns",), nested=(("turns", "trajectory_turns"),)),
     "trajectory_turns": TableRules(
         non_null=("trajectory_id", "turn", "attempt_id", "status"), unique=("attempt_id",),
-        unique_together=(("trajectory_id", "turn"),), non_negative=("turn",), graded=(("status", "reward"),)),
+        unique_together=(("trajectory_id", "turn"),), non_negative=("turn",), value_sets=_PROVENANCE,
+        graded=(("status", "reward"),)),
     "revalidated_records": TableRules(
         non_null=("attempt_id", "task_id", "primary_status", *LINEAGE_COLUMNS),
         unique=("attempt_id",), min_rows=0,  # a small run may have no record that survived its recheck
+        value_sets=_PROVENANCE,
         graded=(("primary_status", "primary_reward"), ("revalidation_status", "revalidation_reward"))),
     "split_manifest": TableRules(
         non_null=("task_id", "split"), unique=("task_id",), value_sets=(("split", tuple(s.value for s in Split)),)),

@@ -28,7 +28,9 @@ OUR_SOURCE = "kerneltraj"
 DESCRIPTION_KEY = b"description"
 """Parquet/Arrow field-metadata key holding a column's description (what the Hub viewer and pyarrow read)."""
 REVALIDATION_STATES = ("confirmed", "ambiguous", "disagreed", "recheck_failed", "not_rechecked")
-"""Values of trajectories.turns[].revalidation_state (sql/release.sql maps the ledger's terminal states)."""
+"""Values of revalidation_state (turns, grades, revalidated, attempts): sql/rewards.sql maps the ledger's states."""
+REWARD_KINDS = ("log2_speedup_vs_expert", "cpu_timing_not_a_speedup", "floor", "not_graded_here", "not_graded")
+"""Values of reward_kind (turns, grades, revalidated): what a reward is where it was measured (sql/rewards.sql)."""
 
 
 @functools.cache

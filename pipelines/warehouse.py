@@ -18,8 +18,8 @@ from pipelines.markup import md_escape
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SQL_DIR = REPO_ROOT / "sql"
-SCHEMA_SCRIPTS = ("schema", "views", "ledger")
-"""Run in this order on every read-write connect: tables, then the views built on them."""
+SCHEMA_SCRIPTS = ("schema", "rewards", "views", "ledger")
+"""Run in this order on every read-write connect: tables, the published rewards' macros, then the views."""
 LOCK_WAIT_S = 60.0
 """How long to wait for another process (a run, the UI) to release the file's write lock."""
 

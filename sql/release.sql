@@ -4,59 +4,55 @@
 
 -- The three splits come from the frozen manifest (`split_manifest`); every config with rows per task carries
 -- a `split` column and is written as one shard per split (assets/release.py SPLIT_CONFIGS).
--- Statuses the grader sets when it could not grade the attempt at all (grader.contract: Status values whose
--- is_candidate_fault is False) are published with a NULL reward, never the floor; tests/test_release_card.py
--- holds this list to the grader's.
+-- Every published reward says where it was measured (backend, device), what it means there (reward_kind) and
+-- whether the independent recheck confirmed it (revalidation_state), through the macros of sql/rewards.sql; a
+-- reward the grader could not take here (published_reward) is NULL, never the floor.
 
 -- name: attempts
+-- No reward of ours here (claimed_speedup is the source's claim): an attempt's outcome is its revalidation_state;
+-- its rewards are in grades (join on attempt_id).
 SELECT a.attempt_id, a.task_id, agent, model, trajectory_id, turn, language, entry_point, source, source_sha256,
        source_format, generation_tokens, generation_budget_tokens, started_at, finished_at, claimed_speedup,
-       origin, input_sha256, CAST(extra AS VARCHAR) AS extra, m.split
-FROM raw_attempts a LEFT JOIN split_manifest m USING (task_id) ORDER BY attempt_id;
+       a.origin, input_sha256, CAST(extra AS VARCHAR) AS extra,
+       revalidation_state(l.terminal_state) AS revalidation_state, m.split
+FROM raw_attempts a
+LEFT JOIN ledger l ON l.ledger_source = 'raw' AND l.attempt_id = a.attempt_id
+LEFT JOIN split_manifest m USING (task_id) ORDER BY attempt_id;
 
 -- name: grades
+-- Each grade (the primary and the recheck) with where it was measured and what its reward means; every row of an
+-- attempt carries the attempt's revalidation_state (whether the primary reward survived the recheck).
 SELECT g.attempt_id, grading_pass, g.task_id, task_revision, grader_version, g.fingerprint_id, status, reason_code,
-       reason,
-       CASE WHEN status IN ('infra_error', 'unsupported_on_backend') THEN NULL ELSE reward END AS reward,
+       reason, published_reward(status, reward) AS reward,
        status NOT IN ('infra_error', 'unsupported_on_backend') AS graded_here,
+       reward_kind(status, measured_backend(f.kind, device)) AS reward_kind,
+       revalidation_state(l.terminal_state) AS revalidation_state,
        speedup_geomean, measured_speedup_geomean, CAST(sizes AS VARCHAR) AS sizes,
        CAST(tolerances AS VARCHAR) AS tolerances, startup_s, compile_s, correctness_s, timing_s, expert_s,
-       total_s, retry_s, tries, seed, profile, device,
-       coalesce(f.kind, CASE WHEN device = 'cpu' THEN 'cpu' ELSE 'cuda' END) AS backend, sharing,
+       total_s, retry_s, tries, seed, profile, device, measured_backend(f.kind, device) AS backend, sharing,
        CAST(kernels_launched AS VARCHAR) AS kernels_launched, g.run_id, graded_at, m.split
 FROM current_grades g
 LEFT JOIN (SELECT fingerprint_id, any_value(json_extract_string(fingerprint, '$.kind')) AS kind
            FROM fingerprints GROUP BY fingerprint_id) f USING (fingerprint_id)
+LEFT JOIN ledger l ON l.ledger_source = 'raw' AND l.attempt_id = g.attempt_id
 LEFT JOIN split_manifest m USING (task_id)
 ORDER BY g.attempt_id, grading_pass;
 
 -- name: trajectories
 -- Each turn says where its reward was measured (backend, device), what the reward means there and whether the
--- independent recheck confirmed it. revalidation_state renames the ledger's terminal state (sql/ledger.sql, the
--- one place that decides it): revalidated -> confirmed, ambiguous, disagreed, recheck_* -> recheck_failed, and
--- not_rechecked for attempts that had no recheck (never graded here).
+-- independent recheck confirmed it.
 WITH flat AS (
     SELECT t.trajectory_id, u.x.turn AS turn, u.x.attempt_id AS attempt_id, u.x.status AS status,
            u.x.reward AS reward
     FROM trajectories t, unnest(t.turns) AS u(x)
 ), facts AS (
     SELECT f.trajectory_id, f.turn, f.attempt_id, f.status,
-           coalesce(json_extract_string(fp.fingerprint, '$.kind'),
-                    CASE WHEN g.device = 'cpu' THEN 'cpu' WHEN g.device IS NOT NULL THEN 'cuda' END) AS backend,
-           g.device,
-           CASE WHEN f.status IS NULL THEN 'not_graded'
-                WHEN f.status IN ('infra_error', 'unsupported_on_backend') THEN 'not_graded_here'
-                WHEN f.status <> 'correct' THEN 'floor'
-                WHEN coalesce(json_extract_string(fp.fingerprint, '$.kind'), g.device) = 'cpu'
-                    THEN 'cpu_timing_not_a_speedup'
-                ELSE 'log2_speedup_vs_expert' END AS reward_kind,
-           CASE WHEN f.status IN ('infra_error', 'unsupported_on_backend') THEN NULL ELSE f.reward END AS reward,
-           CASE l.terminal_state WHEN 'revalidated' THEN 'confirmed' WHEN 'ambiguous' THEN 'ambiguous'
-                WHEN 'disagreed' THEN 'disagreed' WHEN 'recheck_infra_error' THEN 'recheck_failed'
-                WHEN 'recheck_unsupported_on_backend' THEN 'recheck_failed'
-                ELSE 'not_rechecked' END AS revalidation_state,
-           CASE WHEN v.revalidation_status IN ('infra_error', 'unsupported_on_backend') THEN NULL
-                ELSE v.revalidation_reward END AS recheck_reward
+           measured_backend(json_extract_string(fp.fingerprint, '$.kind'), g.device) AS backend, g.device,
+           reward_kind(f.status, measured_backend(json_extract_string(fp.fingerprint, '$.kind'), g.device))
+               AS reward_kind,
+           published_reward(f.status, f.reward) AS reward,
+           revalidation_state(l.terminal_state) AS revalidation_state,
+           published_reward(v.revalidation_status, v.revalidation_reward) AS recheck_reward
     FROM flat f
     LEFT JOIN current_grades g ON g.attempt_id = f.attempt_id AND g.grading_pass = 'primary'
     LEFT JOIN (SELECT fingerprint_id, any_value(fingerprint) AS fingerprint FROM fingerprints
@@ -79,13 +75,23 @@ FROM trajectories t JOIN turns u USING (trajectory_id) LEFT JOIN split_manifest 
 ORDER BY t.trajectory_id;
 
 -- name: revalidated
-SELECT r.* REPLACE (
-           CASE WHEN r.primary_status IN ('infra_error', 'unsupported_on_backend') THEN NULL
-                ELSE r.primary_reward END AS primary_reward,
-           CASE WHEN r.revalidation_status IN ('infra_error', 'unsupported_on_backend') THEN NULL
-                ELSE r.revalidation_reward END AS revalidation_reward),
-       a.trajectory_id, a.turn, m.split
-FROM revalidated_records r JOIN raw_attempts a USING (attempt_id) LEFT JOIN split_manifest m ON m.task_id = r.task_id
+-- Both grades of each rechecked attempt, each with the backend and device it was measured on.
+WITH fp AS (SELECT fingerprint_id, any_value(json_extract_string(fingerprint, '$.kind')) AS kind
+            FROM fingerprints GROUP BY fingerprint_id)
+SELECT r.* REPLACE (published_reward(r.primary_status, r.primary_reward) AS primary_reward,
+                    published_reward(r.revalidation_status, r.revalidation_reward) AS revalidation_reward),
+       a.trajectory_id, a.turn,
+       measured_backend(pf.kind, pg.device) AS primary_backend, pg.device AS primary_device,
+       measured_backend(rf.kind, rg.device) AS revalidation_backend, rg.device AS revalidation_device,
+       reward_kind(r.primary_status, measured_backend(pf.kind, pg.device)) AS reward_kind,
+       revalidation_state(l.terminal_state) AS revalidation_state, m.split
+FROM revalidated_records r JOIN raw_attempts a USING (attempt_id)
+LEFT JOIN current_grades pg ON pg.attempt_id = r.attempt_id AND pg.grading_pass = 'primary'
+LEFT JOIN current_grades rg ON rg.attempt_id = r.attempt_id AND rg.grading_pass = 'revalidation'
+LEFT JOIN fp pf ON pf.fingerprint_id = r.fingerprint_id
+LEFT JOIN fp rf ON rf.fingerprint_id = r.revalidation_fingerprint_id
+LEFT JOIN ledger l ON l.ledger_source = 'raw' AND l.attempt_id = r.attempt_id
+LEFT JOIN split_manifest m ON m.task_id = r.task_id
 ORDER BY attempt_id;
 
 -- name: splits

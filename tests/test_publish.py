@@ -252,15 +252,16 @@ def test_default_config_has_real_splits_and_no_heldout_task_outside_test_heldout
     assert HELDOUT_TASK in tasks["test_heldout"] and VALIDATION_TASK in tasks["validation"]
 
 
-def test_every_turn_says_where_it_was_measured_and_if_it_was_rechecked(project, hub, tmp_path):
+def test_every_reward_says_where_it_was_measured_and_if_it_was_rechecked(project, hub, tmp_path):
     from pipelines.release_card import REVALIDATION_STATES
 
     got = load_from_hub(project, hub, tmp_path, f"""
         import json, datasets
         ds = datasets.load_dataset({REPO!r}, revision="v0.1.0")
-        grades = datasets.load_dataset({REPO!r}, "grades", revision="v0.1.0")
-        print(json.dumps({{"turns": [t for d in ds.values() for r in d for t in r["turns"]],
-                          "grades": [r for d in grades.values() for r in d]}}, default=str))
+        out = {{"turns": [t for d in ds.values() for r in d for t in r["turns"]]}}
+        for config in ("grades", "revalidated", "attempts"):
+            out[config] = [r for d in datasets.load_dataset({REPO!r}, config, revision="v0.1.0").values() for r in d]
+        print(json.dumps(out, default=str))
     """)
     turns = {t["attempt_id"]: t for t in got["turns"]}
     assert len(turns) == SMALL_RELEASE_ATTEMPTS + 3
@@ -278,6 +279,17 @@ def test_every_turn_says_where_it_was_measured_and_if_it_was_rechecked(project, 
     assert cuda_grades and all(g["reward"] is None and g["graded_here"] is False for g in cuda_grades)
     assert all(g["reward"] is not None and g["graded_here"] is True and g["backend"] == "cpu"
                for g in got["grades"] if g["attempt_id"] != CUDA_ATTEMPT)
+    # every other published reward (and each attempt) says the same of its attempt as its turn does
+    for g in got["grades"]:
+        assert g["revalidation_state"] == turns[g["attempt_id"]]["revalidation_state"], g
+        if g["grading_pass"] == "primary":
+            assert g["reward_kind"] == turns[g["attempt_id"]]["reward_kind"], g
+    assert got["revalidated"] and all(
+        (r["primary_reward"], r["reward_kind"], r["primary_backend"], r["revalidation_state"]) ==
+        tuple(turns[r["attempt_id"]][k] for k in ("reward", "reward_kind", "backend", "revalidation_state"))
+        for r in got["revalidated"])
+    assert {a["attempt_id"]: a["revalidation_state"] for a in got["attempts"]} == {
+        a: t["revalidation_state"] for a, t in turns.items()}
 
 
 def test_release_card_describes_every_column_and_names_each_sources_licence(project):

@@ -1,5 +1,5 @@
-"""The release's published form, without running the pipeline: per-turn measurement and revalidation state
-(sql/release.sql on a small DuckDB), the quality gate's rule for rewards not graded here, and the card's
+"""The release's published form, without running the pipeline: per-turn and per-grade measurement and revalidation
+state (sql/release.sql on a small real warehouse), the quality gate's rule for rewards not graded here, and the card's
 column descriptions and licences (pipelines/dataset_card.yaml, pipelines/release_card.py).
 
 The same properties are checked on a real release, loaded from a local Hub, in tests/test_publish.py.
@@ -7,92 +7,128 @@ The same properties are checked on a real release, loaded from a local Hub, in t
 from __future__ import annotations
 
 import io
+import json
 import re
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from assets.release import CONFIGS, SPLIT_CONFIGS, dataset_card
-from grader.contract import Status
+from grader.contract import GRADER_VERSION, Status
 from pipelines.markup import card_body
 from pipelines.quality import NOT_GRADED_HERE, validate_table
 from pipelines.release_card import (REVALIDATION_STATES, annotate_parquet, card_spec, column_problems, describe,
                                     licences, notice_text)
-from pipelines.warehouse import load_sql
+from pipelines.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
 
 C, W, U, I = (Status.CORRECT.value, Status.WRONG_OUTPUT.value, Status.UNSUPPORTED_ON_BACKEND.value,
               Status.INFRA_ERROR.value)
 
-# (attempt, primary status, reward, device, fingerprint kind, ledger terminal state, recheck status, recheck reward)
+# (attempt, primary status, reward, device, fingerprint kind, recheck status, recheck reward, recheck agreement)
 TURNS = [
-    ("a-confirmed", C, 0.4, "NVIDIA H200", "cuda", "revalidated", C, 0.38),
-    ("a-ambiguous", C, -4.26, "NVIDIA H200", "cuda", "ambiguous", C, -5.78),
-    ("a-disagreed", W, -24.0, "cpu", "cpu", "disagreed", C, 3.0),
-    ("a-cpu", C, 3.0, "cpu", "cpu", "revalidated", C, 3.0),
-    ("a-recheck-failed", C, 1.0, "cpu", "cpu", "recheck_infra_error", I, -24.0),
-    ("a-unsupported", U, -24.0, "cpu", "cpu", "unsupported_on_backend", None, None),
+    ("a-confirmed", C, 0.4, "NVIDIA H200", "cuda", C, 0.38, "agree"),
+    ("a-ambiguous", C, -4.26, "NVIDIA H200", "cuda", C, -5.78, "ambiguous"),
+    ("a-disagreed", W, -24.0, "cpu", "cpu", C, 3.0, "disagree"),
+    ("a-cpu", C, 3.0, "cpu", "cpu", C, 3.0, "agree"),
+    ("a-recheck-failed", C, 1.0, "cpu", "cpu", I, -24.0, "missing"),
+    ("a-unsupported", U, -24.0, "cpu", "cpu", None, None, None),
 ]
-DDL = """
-CREATE TABLE trajectories (trajectory_id VARCHAR, task_id VARCHAR, agent VARCHAR, model VARCHAR, n_turns INTEGER,
-    turns STRUCT(turn INTEGER, attempt_id VARCHAR, status VARCHAR, reward DOUBLE)[], first_correct_turn INTEGER,
-    grader_version VARCHAR);
-CREATE TABLE current_grades (attempt_id VARCHAR, grading_pass VARCHAR, device VARCHAR, fingerprint_id VARCHAR);
-CREATE TABLE fingerprints (fingerprint_id VARCHAR, fingerprint JSON);
-CREATE TABLE ledger (ledger_source VARCHAR, attempt_id VARCHAR, terminal_state VARCHAR);
-CREATE TABLE revalidated_records (attempt_id VARCHAR, revalidation_status VARCHAR, revalidation_reward DOUBLE);
-CREATE TABLE split_manifest (task_id VARCHAR, split VARCHAR, split_version VARCHAR);
-"""
+WANT = {  # attempt -> (reward, reward_kind, backend, revalidation_state, recheck_reward)
+    "a-confirmed": (0.4, "log2_speedup_vs_expert", "cuda", "confirmed", 0.38),
+    "a-ambiguous": (-4.26, "log2_speedup_vs_expert", "cuda", "ambiguous", -5.78),
+    "a-disagreed": (-24.0, "floor", "cpu", "disagreed", 3.0),
+    "a-cpu": (3.0, "cpu_timing_not_a_speedup", "cpu", "confirmed", 3.0),
+    "a-recheck-failed": (1.0, "cpu_timing_not_a_speedup", "cpu", "recheck_failed", None),
+    "a-unsupported": (None, "not_graded_here", "cpu", "not_rechecked", None),
+}
+
+
+def _grade(aid: str, grading_pass: str, status: str, reward: float, device: str, kind: str) -> dict:
+    return {"attempt_id": aid, "grading_pass": grading_pass, "task_id": "t", "task_revision": "rev1",
+            "grader_version": GRADER_VERSION, "source_sha256": f"sha-{aid}", "fingerprint_id": f"fp-{kind}",
+            "status": status, "reason_code": status, "reward": reward, "device": device}
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory) -> dict[str, list[dict]]:
+    """Every published config with a reward or an attempt's outcome, from a real warehouse (sql/schema.sql, its
+    views, the ledger and the macros of sql/rewards.sql) holding one trajectory with every case of TURNS."""
+    db = tmp_path_factory.mktemp("published") / "w.duckdb"
+    with connect(db) as con, transaction(con):
+        run_script(con, "grading.set_version", {"grader_version": GRADER_VERSION})
+        insert_rows(con, "tasks", [{"task_id": "t", "task_revision": "rev1"}])
+        insert_rows(con, "split_manifest", [{"task_id": "t", "split": "train", "split_version": "v1"}])
+        insert_rows(con, "fingerprints", [{"fingerprint_id": f"fp-{k}", "fingerprint": json.dumps({"kind": k})}
+                                          for k in ("cuda", "cpu")])
+        insert_rows(con, "raw_attempts", [{"attempt_id": t[0], "task_id": "t", "trajectory_id": "traj", "turn": i,
+                                           "source_sha256": f"sha-{t[0]}", "origin": f"in.jsonl:{i}"}
+                                          for i, t in enumerate(TURNS, 1)])
+        grades, records = [], []
+        for aid, status, reward, device, kind, rstatus, rreward, agreement in TURNS:
+            grades.append(_grade(aid, "primary", status, reward, device, kind))
+            if rstatus:
+                grades.append(_grade(aid, "revalidation", rstatus, rreward, device, kind))
+                records.append({"attempt_id": aid, "task_id": "t", "task_revision": "rev1",
+                                "grader_version": GRADER_VERSION, "fingerprint_id": f"fp-{kind}",
+                                "revalidation_fingerprint_id": f"fp-{kind}", "primary_status": status,
+                                "revalidation_status": rstatus, "primary_reward": reward,
+                                "revalidation_reward": rreward, "agreement": agreement,
+                                "revalidated": agreement == "agree", "agree": agreement == "agree"})
+        insert_rows(con, "graded_attempts", grades)
+        insert_rows(con, "revalidated_records", records)
+        items = [{"turn": i, "attempt_id": t[0], "status": t[1], "reward": t[2]} for i, t in enumerate(TURNS, 1)]
+        con.execute("INSERT INTO trajectories (trajectory_id, task_id, agent, model, n_turns, turns, first_correct_turn,"
+                    " grader_version) VALUES ('traj', 't', 'ag', 'm', ?, ?, 1, ?)", [len(items), items, GRADER_VERSION])
+        return {c: query_dicts(con, load_sql(f"release.{c}")) for c in ("trajectories", "grades", "revalidated",
+                                                                        "attempts")}
 
 
 @pytest.fixture
-def turns() -> dict[str, dict]:
-    """The published turns of one trajectory holding every case of TURNS, by attempt id."""
-    con = duckdb.connect()
-    con.execute(DDL)
-    con.execute("INSERT INTO split_manifest VALUES ('t', 'train', 'v1')")
-    con.execute("INSERT INTO fingerprints VALUES (?, ?), (?, ?)",
-                ["fp-cuda", '{"kind": "cuda"}', "fp-cpu", '{"kind": "cpu"}'])
-    for aid, status, reward, device, kind, state, rstatus, rreward in TURNS:
-        con.execute("INSERT INTO current_grades VALUES (?, 'primary', ?, ?)", [aid, device, f"fp-{kind}"])
-        con.execute("INSERT INTO ledger VALUES ('raw', ?, ?)", [aid, state])
-        if rstatus:
-            con.execute("INSERT INTO revalidated_records VALUES (?, ?, ?)", [aid, rstatus, rreward])
-    items = [{"turn": i, "attempt_id": t[0], "status": t[1], "reward": t[2]} for i, t in enumerate(TURNS)]
-    con.execute("INSERT INTO trajectories VALUES ('traj', 't', 'ag', 'm', ?, ?, 0, '0.6.0')", [len(items), items])
-    row = con.execute(load_sql("release.trajectories")).fetchall()
-    cols = [d[0] for d in con.description]
-    rec = dict(zip(cols, row[0]))
+def turns(published) -> dict[str, dict]:
+    """The published turns of the one trajectory, by attempt id."""
+    [rec] = published["trajectories"]
     assert rec["split"] == "train" and rec["n_turns"] == len(TURNS)
     assert rec["rewards"] == [t["reward"] for t in rec["turns"]] and rec["best_reward"] == 3.0
     return {t["attempt_id"]: t for t in rec["turns"]}
 
 
 def test_every_turn_says_where_it_was_measured_and_whether_the_recheck_confirmed_it(turns):
-    want = {  # attempt -> (reward, reward_kind, backend, revalidation_state, recheck_reward)
-        "a-confirmed": (0.4, "log2_speedup_vs_expert", "cuda", "confirmed", 0.38),
-        "a-ambiguous": (-4.26, "log2_speedup_vs_expert", "cuda", "ambiguous", -5.78),
-        "a-disagreed": (-24.0, "floor", "cpu", "disagreed", 3.0),
-        "a-cpu": (3.0, "cpu_timing_not_a_speedup", "cpu", "confirmed", 3.0),
-        "a-recheck-failed": (1.0, "cpu_timing_not_a_speedup", "cpu", "recheck_failed", None),
-        "a-unsupported": (None, "not_graded_here", "cpu", "not_rechecked", None),
-    }
     got = {a: (t["reward"], t["reward_kind"], t["backend"], t["revalidation_state"], t["recheck_reward"])
            for a, t in turns.items()}
-    assert got == want
+    assert got == WANT
     assert {t["revalidation_state"] for t in turns.values()} == set(REVALIDATION_STATES)
     assert turns["a-confirmed"]["device"] == "NVIDIA H200" and turns["a-cpu"]["device"] == "cpu"
 
 
+def test_every_published_reward_says_the_same_of_its_attempt(published):
+    """Not only the turns: each grade (primary and recheck), each revalidated record and each attempt says where
+    its reward was measured and whether the primary reward survived the recheck, as the turns do."""
+    primary = {g["attempt_id"]: g for g in published["grades"] if g["grading_pass"] == "primary"}
+    assert {a: (g["reward"], g["reward_kind"], g["backend"], g["revalidation_state"]) for a, g in primary.items()} \
+        == {a: w[:4] for a, w in WANT.items()}
+    rechecks = {g["attempt_id"]: g for g in published["grades"] if g["grading_pass"] == "revalidation"}
+    assert {a: (g["reward"], g["reward_kind"], g["revalidation_state"]) for a, g in rechecks.items()} == {
+        a: (w[4], "not_graded_here" if w[4] is None else ("floor" if w[4] == -24 else "cpu_timing_not_a_speedup"
+                                                          if WANT[a][2] == "cpu" else "log2_speedup_vs_expert"), w[3])
+        for a, w in WANT.items() if a in rechecks}
+    revalidated = {r["attempt_id"]: r for r in published["revalidated"]}
+    assert {a: (r["primary_reward"], r["reward_kind"], r["primary_backend"], r["revalidation_state"],
+                r["revalidation_reward"]) for a, r in revalidated.items()} == {
+        a: w for a, w in WANT.items() if a != "a-unsupported"}
+    assert revalidated["a-confirmed"]["revalidation_device"] == "NVIDIA H200"
+    assert {a["attempt_id"]: a["revalidation_state"] for a in published["attempts"]} == {
+        a: w[3] for a, w in WANT.items()}
+
+
 def test_sql_not_graded_statuses_are_the_graders():
-    """Each `IN (...)` list of sql/release.sql that nulls a reward names exactly the statuses the grader does
-    not blame on the candidate (grader.contract Status.is_candidate_fault)."""
-    text = load_sql("release")
+    """Each `IN (...)` list of sql/release.sql and sql/rewards.sql that nulls a reward names exactly the statuses
+    the grader does not blame on the candidate (grader.contract Status.is_candidate_fault)."""
+    text = load_sql("release") + load_sql("rewards")
     lists = re.findall(r"IN \(('[a-z_]+'(?:, '[a-z_]+')*)\)", text)
     not_graded = [set(re.findall(r"'([a-z_]+)'", x)) for x in lists if "unsupported_on_backend" in x]
-    assert len(not_graded) >= 6
+    assert len(not_graded) >= 3
     assert all(s == set(NOT_GRADED_HERE) for s in not_graded), not_graded
     assert set(NOT_GRADED_HERE) == {s.value for s in Status if not s.is_candidate_fault}
 
