@@ -13,11 +13,10 @@ from typing import Any
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from assets.common import GROUP_GRADING, OWNER, check_result, table_metadata
+from assets.common import GROUP_GRADING, OWNER, check_result, picture, table_metadata
 from grader.labels import TIE_BAND_LOG2
 from pipelines import claims as cl
 from pipelines.markup import md_escape
-from pipelines.plots import png_markdown
 from pipelines.resources import AttemptSources, Warehouse, resolve_path
 from pipelines.warehouse import load_sql, markdown_table, query_dicts, scalar, transaction
 
@@ -51,7 +50,7 @@ def claim_audit(context: AssetExecutionContext, warehouse: Warehouse,
         md = table_metadata(con, "claim_audit", None, claims_files=dg.MetadataValue.json([str(f) for f in files]))
     context.log.info(f"claim audit: {n} claims from {len(files)} file(s)")
     md["report"] = dg.MetadataValue.md(report_markdown(s))
-    md["claimed_vs_measured"] = dg.MetadataValue.md(png_markdown(audit_png(points), "claimed against measured"))
+    md["claimed_vs_measured"] = picture(context, "claimed_vs_measured", audit_png(points), "claimed against measured")
     md["comparable_by_class"] = dg.MetadataValue.json(s["comparable_by_class"])
     return dg.MaterializeResult(metadata=md)
 

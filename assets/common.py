@@ -1,6 +1,7 @@
 """What every stage's asset shares: owner, groups, and the row-count + preview metadata."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -29,6 +30,38 @@ def table_metadata(con: duckdb.DuckDBPyConnection, table: str, preview_sql: str 
         "warehouse_table": dg.MetadataValue.text(table),
         **extra,
     }
+
+
+PICTURES = "kerneltraj-pictures"
+"""Folder of the instance's compute-log storage that holds the pictures assets show on their pages."""
+INLINE_MARKDOWN_CHARS = 1000
+"""Dagster's UI draws Markdown metadata shorter than this inline on the asset page; longer Markdown (a picture
+as a data URI) only behind a `[Show Markdown]` button."""
+
+
+def picture(context: Any, name: str, png: bytes, alt: str) -> dg.MetadataValue:
+    """A picture as metadata the asset page draws inline: the PNG is stored beside the run's captured logs, which
+    the webserver serves (its /logs/ route, Dagster's own compute-log download), and the metadata is a short
+    Markdown image of it. Where the instance keeps its logs elsewhere (cloud storage), or the file cannot be
+    written, the picture travels inside the Markdown as a data URI instead (shown behind [Show Markdown])."""
+    from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
+
+    from pipelines.plots import png_markdown
+
+    manager = context.instance.compute_log_manager
+    key = [PICTURES, context.asset_key.to_python_identifier(), f"{context.run.run_id}-{name}"]
+    if isinstance(manager, LocalComputeLogManager):
+        try:
+            path = Path(manager.get_captured_local_path(key, "png"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(png)
+        except (OSError, ValueError):
+            pass
+        else:
+            md = f"![{alt}](/logs/{'/'.join(key)}/png)"
+            if len(md) < INLINE_MARKDOWN_CHARS:
+                return dg.MetadataValue.md(md)
+    return dg.MetadataValue.md(png_markdown(png, alt))
 
 
 def counts_md(counts: dict[str, int], key: str = "value") -> dg.MetadataValue:

@@ -15,13 +15,12 @@ import os
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from assets.common import GROUP_GRADING, OWNER, check_result, table_metadata
+from assets.common import GROUP_GRADING, OWNER, check_result, picture, table_metadata
 from assets.grading import grade_row
 from pipelines.agreement import grade_label
 from pipelines.contention import (PRICE_TABLE, ReplayPlan, Verdict, process_graders, read_nvml, replay_attempt_id,
                                   run_setting, sample_pairs)
 from pipelines.contention_report import build_report, report_markdown, report_png
-from pipelines.plots import png_markdown
 from pipelines.resources import GradingBackend, Warehouse
 from pipelines.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
 
@@ -187,13 +186,13 @@ def declared_settings_match_nvml(warehouse: Warehouse) -> dg.AssetCheckResult:
                 "per wall-clock hour, per device-hour and per dollar (declared price table; unknown stays unknown), "
                 "beside failures, missing results and coverage.",
 )
-def revalidation_report(warehouse: Warehouse) -> dg.MaterializeResult:
+def revalidation_report(context: AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
     with warehouse.connect() as con:
         with transaction(con):
             run_script(con, "contention.create")  # a replay that never ran still reports the recheck
         rep = build_report(con)
     md = {"report": dg.MetadataValue.md(report_markdown(rep)),
-          "plot": dg.MetadataValue.md(png_markdown(report_png(rep), "agreement and reward distortion per setting")),
+          "plot": picture(context, "plot", report_png(rep), "agreement and reward distortion per setting"),
           "settings": dg.MetadataValue.int(len(rep.settings))}
     if rep.recheck:
         md["recheck_agree_rate"] = dg.MetadataValue.float(round(rep.recheck.agree_rate or 0.0, 4))

@@ -17,8 +17,8 @@ from typing import Any
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from pipelines.plots import png_markdown, reward_vs_speed_png
-from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, counts_md, table_metadata
+from pipelines.plots import reward_vs_speed_figures, reward_vs_speed_png
+from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, counts_md, picture, table_metadata
 from grader.contract import GRADER_VERSION, REWARD_FLOOR, SizeResult, Status, reward
 from pipelines.resources import GradeOutcome, GradingBackend, Warehouse
 from pipelines.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
@@ -164,7 +164,8 @@ def graded_attempts(context: AssetExecutionContext, grader: GradingBackend,
                             grading_seconds_this_run=dg.MetadataValue.float(round(summary["elapsed_s"], 2)),
                             status_counts=counts_md(by_status, "status"))
         points = query_dicts(con, load_sql("grading.reward_vs_speed"), {"grading_pass": PASS_PRIMARY})
-    md["reward_vs_speed"] = dg.MetadataValue.md(png_markdown(reward_vs_speed_png(points), "reward against speed"))
+    md["reward_vs_speed"] = picture(context, "reward_vs_speed", reward_vs_speed_png(points), "reward against speed")
+    md.update({k: dg.MetadataValue.float(v) for k, v in reward_vs_speed_figures(points).items()})
     # This asset's rows are the current primary grades (the table also keeps history and the recheck).
     md["dagster/row_count"] = dg.MetadataValue.int(sum(by_status.values()))
     return dg.MaterializeResult(metadata=md)

@@ -62,7 +62,24 @@ def ensure_dagster_home(settings: Settings) -> Path:
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
         shutil.copyfile(TEMPLATE_YAML, home / "dagster.yaml")
+    elif home == settings.state_dir / "dagster_home":
+        _settle_nux(home / "dagster.yaml")
     return home
+
+
+def _settle_nux(path: Path) -> None:
+    """A project-local dagster.yaml made before the template turned Dagster's community pop-up off gets the
+    template's `nux` setting (appended; nothing else of the file changes)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return  # Dagster itself says what is wrong with the file
+    if isinstance(config, dict) and "nux" not in config:
+        nux = yaml.safe_load(TEMPLATE_YAML.read_text())["nux"]
+        with path.open("a") as f:
+            f.write("\n" + yaml.safe_dump({"nux": nux}, default_flow_style=False))
 
 
 def _quiet_dagster() -> None:

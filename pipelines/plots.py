@@ -51,6 +51,27 @@ def reward_vs_speed_png(rows: Iterable[dict], title: str = "Reward against measu
     return buf.getvalue()
 
 
+NOT_GRADED_HERE = ("infra_error", "unsupported_on_backend")
+
+
+def reward_vs_speed_figures(rows: Iterable[dict]) -> dict[str, float]:
+    """The picture's story in numbers, one per materialisation, so the asset's Plots tab charts them run by run:
+    how many grades are correct and what they earn, how many are floored, and how many of the floored ones the
+    timer measured as faster than the expert (cheats a timer alone would have rewarded)."""
+    rows = [r for r in rows if r["status"] not in NOT_GRADED_HERE]
+    correct = sorted(r["reward"] for r in rows if r["status"] == "correct")
+    floored = [r for r in rows if r["status"] != "correct"]
+    n = len(rows) or 1
+    mid = len(correct) // 2
+    return {
+        "correct_share": round(len(correct) / n, 4),
+        "correct_reward_median": round((correct[mid] + correct[~mid]) / 2, 4) if correct else float("nan"),
+        "floored_share": round(len(floored) / n, 4),
+        "floored_timed_faster_than_expert": float(sum((r.get("measured_speedup_geomean") or 0) > 1
+                                                      for r in floored)),
+    }
+
+
 def png_markdown(png: bytes, alt: str) -> str:
     """Markdown with the image inline (Dagster's UI renders data URIs in markdown metadata)."""
     return f"![{alt}](data:image/png;base64,{base64.b64encode(png).decode()})"

@@ -269,7 +269,7 @@ def test_asset_materialises_from_claims_beside_attempts(tmp_path: Path) -> None:
     assert res.success
     md = res.asset_materializations_for_node("claim_audit")[0].metadata
     assert md["dagster/row_count"].value == len(CASES)
-    assert "data:image/png;base64," in md["claimed_vs_measured"].value
+    assert "data:image/png;base64," in md["claimed_vs_measured"].value  # no log storage to serve it from
     # Empty warehouse: no task cards (so nothing is comparable) and no grades; every claim is still counted.
     with connect(wh) as con:
         s = cl.summary(con)
@@ -277,3 +277,23 @@ def test_asset_materialises_from_claims_beside_attempts(tmp_path: Path) -> None:
     assert s["not_comparable_by_class"]["not_graded"] == len(CASES)
     [check] = res.get_asset_check_evaluations()
     assert check.passed
+
+
+def test_picture_is_a_short_image_the_webserver_serves(tmp_path: Path, instance) -> None:
+    """On a real instance the picture is drawn inline on the asset page: a Markdown image under Dagster's
+    inline limit, whose PNG lies where the webserver's /logs/ route reads it."""
+    import dagster as dg
+
+    from assets.claims import claim_audit
+    from assets.common import INLINE_MARKDOWN_CHARS
+    from pipelines.resources import AttemptSources, Warehouse
+
+    (tmp_path / "attempts.jsonl").write_text("")
+    res = dg.materialize([claim_audit], instance=instance, resources={
+        "warehouse": Warehouse(path=str(tmp_path / "w.duckdb")),
+        "attempt_sources": AttemptSources(paths=[str(tmp_path / "attempts.jsonl")])})
+    md = res.asset_materializations_for_node("claim_audit")[0].metadata["claimed_vs_measured"].value
+    assert len(md) < INLINE_MARKDOWN_CHARS and md.startswith("![claimed against measured](/logs/"), md
+    *key, ext = md[len("![claimed against measured](/logs/"):-1].split("/")  # as dagster-webserver splits it
+    served = Path(instance.compute_log_manager.get_captured_local_path(key, ext))
+    assert served.read_bytes().startswith(b"\x89PNG")

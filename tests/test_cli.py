@@ -47,6 +47,29 @@ def test_dagster_home_is_project_local_unless_set(monkeypatch, tmp_path):
     assert (tmp_path / "mine" / "dagster.yaml").exists()
 
 
+def test_dagster_community_pop_up_is_off_in_project_instances(monkeypatch, tmp_path):
+    """The UI's first page is not covered by Dagster's community dialog: the template turns it off, and a
+    project-local dagster.yaml written before that gains the setting; a user's own DAGSTER_HOME is left as is."""
+    import yaml
+
+    assert yaml.safe_load(cli.TEMPLATE_YAML.read_text())["nux"] == {"enabled": False}
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    settings = Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path / "state")})
+    old = (tmp_path / "state" / "dagster_home" / "dagster.yaml")
+    old.parent.mkdir(parents=True)
+    old.write_text("telemetry:\n  enabled: false\n")
+    cli.ensure_dagster_home(settings)
+    assert yaml.safe_load(old.read_text()) == {"telemetry": {"enabled": False}, "nux": {"enabled": False}}
+    with dg.DagsterInstance.get() as instance:
+        assert not instance.nux_enabled
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(mine))
+    cli.ensure_dagster_home(settings)
+    assert (mine / "dagster.yaml").read_text() == "telemetry:\n  enabled: false\n"
+
+
 def _run(env, *args, timeout=120):
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env, capture_output=True, text=True,
                           timeout=timeout, cwd=REPO_ROOT)
