@@ -463,7 +463,10 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    """`dg dev` (webserver + daemon, which the run queue needs) on this project's Dagster instance."""
+    """`dg dev` (webserver + daemon, which the run queue needs) on this project's Dagster instance, until it
+    exits or we get SIGTERM, SIGINT or SIGHUP; then none of its processes is left (pipelines/supervise.py)."""
+    from pipelines.supervise import run_group
+
     settings = settings_from_args(args)
     home = ensure_dagster_home(settings)
     dg_exe = shutil.which("dg")
@@ -471,9 +474,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
            [sys.executable, "-m", "dagster", "dev", "-m", "pipelines.definitions",
             "-h", args.host, "-p", str(args.port)])
     print(f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={home})", file=sys.stderr)
-    os.chdir(REPO_ROOT)  # dg finds the project through pyproject.toml's [tool.dg]
-    os.execv(cmd[0], cmd)
-    return 0  # not reached
+    return run_group(cmd, cwd=REPO_ROOT)  # dg finds the project through pyproject.toml's [tool.dg]
 
 
 def build_parser() -> argparse.ArgumentParser:

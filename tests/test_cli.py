@@ -470,3 +470,100 @@ def test_the_same_row_in_several_imported_files_is_one_attempt(tmp_path, monkeyp
     assert f"raw attempt   {first}" in text and f"(imported from {kept[0]['o']})" in text
     assert cli.main(["lineage", repeats[0]["import_origin"]]) == 0
     assert f"duplicate_attempt: {repeats[0]['attempt_id']} at {repeats[0]['import_origin']}" in capsys.readouterr().out
+
+
+def _descendants(pid: int) -> set[int]:
+    """Live (not zombie) processes below `pid`, from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(entry.name))
+    out, todo = set(), [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.add(c)
+            todo.append(c)
+    return out
+
+
+def _alive(pids: set[int]) -> set[int]:
+    left = set()
+    for p in pids:
+        try:
+            state = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            left.add(p)
+    return left
+
+
+def _stop_and_time(proc: subprocess.Popen, tree: set[int], limit_s: float) -> float:
+    """SIGTERM `proc`; seconds until it and every process of `tree` are gone (fails past `limit_s`)."""
+    import signal
+    import time
+
+    started = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    while (proc.poll() is None or _alive(tree)) and time.monotonic() - started < limit_s:
+        time.sleep(0.1)
+    left = _alive(tree)
+    for p in left:  # do not leak them into the rest of the session
+        os.kill(p, 9)
+    assert proc.poll() is not None and not left, f"still alive {limit_s}s after SIGTERM: {proc.pid}, {left}"
+    return time.monotonic() - started
+
+
+def test_a_stubborn_process_group_is_stopped_whole(tmp_path):
+    """pipelines/supervise.py: children that ignore SIGINT and SIGTERM (as `dg dev` does when started in the
+    background) are killed with their group a few seconds after we are told to stop."""
+    import time
+
+    from pipelines import supervise
+
+    script = "trap '' INT TERM; sleep 300 & sleep 300 & wait"
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from pipelines.supervise import run_group; "
+                             f"sys.exit(run_group(['sh', '-c', {script!r}], cwd='.'))"], cwd=REPO_ROOT)
+    deadline = time.monotonic() + 20
+    while len(_descendants(proc.pid)) < 3 and time.monotonic() < deadline:  # sh and its two sleeps
+        time.sleep(0.05)
+    tree = _descendants(proc.pid)
+    assert len(tree) == 3
+    took = _stop_and_time(proc, tree, supervise.GRACE_S + 2 * supervise.KILL_WAIT_S + 3)
+    assert proc.returncode == 0 and took > supervise.GRACE_S  # it was asked first, and killed only then
+
+
+@pytest.mark.slow
+def test_kerneltraj_ui_stops_whole_on_sigterm(tmp_path):
+    """From the release issue: after SIGTERM, `kerneltraj ui`'s processes were still alive 12 s later. Started
+    the way a service manager or `&` starts it (SIGINT ignored), every process of it is gone within seconds."""
+    import signal
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = project_env(tmp_path, ())
+    log = (tmp_path / "ui.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "ui", "--port", str(port)], env=env,
+                            cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2).read()
+            break
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, (tmp_path / "ui.log").read_text()[-3000:]
+            time.sleep(0.5)
+    tree = _descendants(proc.pid)
+    assert len(tree) >= 3, tree  # dg dev, the webserver, the daemon (and code servers)
+    assert _stop_and_time(proc, tree, 12) < 10
+    assert proc.returncode == 0
