@@ -169,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--groups", default=None, help="comma-separated subset of cheat,escape,honest,expert")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
+    ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
+                    "without them: reference_arena, task_affinity, own_root")
     args = ap.parse_args(argv)
     from grader.service import GraderService
 
@@ -193,11 +195,16 @@ def main(argv: list[str] | None = None) -> int:
                                               f"triton {env['triton']} python {env['python']}\n{summary}\n")
         say(summary)
 
-    with GraderService(workers=args.workers, device=args.device) as svc:
-        env = environment(svc)
+    without = {w for w in args.without.split(",") if w}
+    unknown = without - {"reference_arena", "task_affinity", "own_root"}
+    if unknown:
+        ap.error(f"--without: unknown parts {sorted(unknown)}")
+    switches = {part: part not in without for part in ("reference_arena", "task_affinity", "own_root")}
+    with GraderService(workers=args.workers, device=args.device, **switches) as svc:
+        env = dict(environment(svc), switches=switches)
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
-            f"service up in {time.perf_counter() - t0:.0f} s")
+            f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}")
         for n, groups in enumerate(ROUNDS, 1):
             if time.perf_counter() - t0 > args.budget_s:
                 say(f"# round {n} not started: {args.budget_s:.0f} s budget spent")

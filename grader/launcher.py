@@ -162,7 +162,7 @@ class Slot:
 
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
-                 slots: int = 1):
+                 slots: int = 1, reference_arena: bool = True, own_root: bool = True):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -179,6 +179,9 @@ class Slot:
             "env": base_env(device), "fallback_scratch": f"/tmp/kerneltraj-slot{index}",
             "cpus": slot_cpus(index, slots) if device != "cpu" else None,
         }
+        if not own_root:
+            self.config["own_root_off"] = "off: switched off for this service"
+        self.reference_arena = reference_arena
         self.boot_timeout_s = boot_timeout_s
         self.zygote: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
@@ -270,7 +273,8 @@ class Slot:
         loads = [{"op": "load", "source": source, "entry_point": "run"}]
         if scale_source:
             loads.append({"op": "load", "source": scale_source, "entry_point": "run", "as": "scale"})
-        return self._keep("reference", key, loads, timeout_s, min(answer_bytes, wire.ARENA_MAX))
+        return self._keep("reference", key, loads, timeout_s,
+                          min(answer_bytes, wire.ARENA_MAX) if self.reference_arena else 0)
 
     def _keep(self, role: str, key: str, loads: list[dict], timeout_s: float, arena_bytes: int = 0) -> WorkerConn:
         name = f"{role}:{key}"

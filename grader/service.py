@@ -33,8 +33,12 @@ def pick_device(device: str = "auto") -> str:
 class GraderService:
     def __init__(self, mode: str = "zygote", workers: int = 1, device: str = "auto",
                  catalogue_extra: list[str] | None = None, effort=None, hide_extra: list[str] | None = None,
-                 address_space_mb: int | None = 16384):
+                 address_space_mb: int | None = 16384, reference_arena: bool = True, task_affinity: bool = True,
+                 own_root: bool = True):
+        """`reference_arena`, `task_affinity`, `own_root`: switches for comparing the grader with and without
+        each (bench/gpu_acceptance.py --without); all on in production."""
         self.device = pick_device(device)
+        self.task_affinity = task_affinity
         if self.device == "cpu":
             os.environ.setdefault("TRITON_INTERPRET", "1")  # experts run in this process too
         from grader import fingerprint
@@ -63,7 +67,8 @@ class GraderService:
         cache_dirs = [str(self.ext_cache.root)] if self.ext_cache is not None else []
         hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + cache_dirs)
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
-                           defer_ready=True, slots=workers) for i in range(workers)]
+                           defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root)
+                      for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
         self.gpu_lock = DeviceLock()
@@ -91,7 +96,7 @@ class GraderService:
     def grade(self, requests: Iterable[GradeRequest],
               on_result: Callable[[GradeResult], None] | None = None) -> Iterator[GradeResult]:
         """Grade every request; yields exactly one result per request, in completion order."""
-        todo = _Queue(requests)
+        todo = _Queue(requests, self.task_affinity)
         n = len(todo)
         done: queue.Queue = queue.Queue()
         threads = [threading.Thread(target=self._run_slot, args=(slot, todo, done), daemon=True)
@@ -144,7 +149,8 @@ class _Queue:
     there is one, else the oldest request: its kept expert twin and reference worker (a device context
     each, seconds to start) then serve that task again instead of being replaced by another task's."""
 
-    def __init__(self, requests: Iterable[GradeRequest]):
+    def __init__(self, requests: Iterable[GradeRequest], affinity: bool = True):
+        self._affinity = affinity
         self._by_task: dict[str, collections.deque] = collections.defaultdict(collections.deque)
         self._order: collections.deque = collections.deque()  # one task id per request, in arrival order
         self._left = 0
@@ -159,7 +165,7 @@ class _Queue:
 
     def take(self, task_id: str | None) -> GradeRequest | None:
         with self._lock:
-            if not self._by_task.get(task_id):
+            if not self._affinity or not self._by_task.get(task_id):
                 # An entry whose request a slot already took for its task is stale: skip it.
                 while self._order and not self._by_task.get(self._order[0]):
                     self._order.popleft()

@@ -530,7 +530,8 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
             g.answers_via = "arena, pinned" if conn.arena.pinned and reply.get("arena_pinned") else "arena"
         else:
             tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, g.slot.device), None
-            g.answers_via = f"memfd ({_tail(str(reply.get('arena_error') or 'answer larger than the arena'), 200)})"
+            why = reply.get("arena_error") or ("no arena lent" if conn.arena is None else "answer larger than the arena")
+            g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
             raise RuntimeError(f"sent {len(tensors)} tensors")
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:
@@ -628,8 +629,9 @@ def _prod(shape) -> int:
 
 
 def _tail(text: str, n: int = 600) -> str:
+    """The first line and the last two (a traceback's head and its error), each once."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return " | ".join(lines[:1] + lines[-2:])[:n] or "no detail"
+    return " | ".join(lines if len(lines) <= 3 else lines[:1] + lines[-2:])[:n] or "no detail"
 
 
 def _tolerances(card: TaskCard) -> dict:

@@ -344,6 +344,8 @@ def _own_root_off(cfg: dict, seen: dict[tuple, str]) -> str:
     """Whether workers of this shape can have a root of their own (sandbox.probe_own_root), probed once."""
     from grader.sandbox import probe_own_root
 
+    if cfg.get("own_root_off"):  # switched off by the service
+        return cfg["own_root_off"]
     key = (tuple(cfg["hide"]), tuple(cfg.get("reveal", [])), cfg["tmp_mb"])
     if key not in seen:
         seen[key] = probe_own_root(cfg["hide"], cfg.get("reveal", []), cfg["tmp_mb"])
