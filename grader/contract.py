@@ -77,6 +77,7 @@ class Reason(str, enum.Enum):
     CRASH = "crash"                            # worker died (signal, abort, segfault)
     UNSUPPORTED = "unsupported"                # language/backend combination not available here
     INFRA = "infra"                            # grader-side failure, not the candidate's fault
+    UNKNOWN_TASK = "unknown_task"              # the request names no task of this grader's catalogue
 
 
 @dataclass(frozen=True)

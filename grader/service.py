@@ -124,8 +124,10 @@ class GraderService:
                 return
             last = req.task_id
             try:
-                if req.task_id not in self.catalogue:
-                    done.put(self._infra(req, f"task {req.task_id!r} is not in the grader's catalogue"))
+                if req.task_id not in self.catalogue:  # no grade at all: the request is at fault, not a worker
+                    done.put(self._infra(req, f"task {req.task_id!r} is not in the grader's catalogue; "
+                                              "`python -m grader tasks` lists the tasks it grades",
+                                         Reason.UNKNOWN_TASK))
                     continue
                 done.put(grade_attempt(req, self.task(req.task_id), slot,
                                        fingerprint=self.fingerprint, fingerprint_id=self.fingerprint_id,
@@ -135,11 +137,11 @@ class GraderService:
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))
 
-    def _infra(self, req: GradeRequest, why: str) -> GradeResult:
+    def _infra(self, req: GradeRequest, why: str, code: Reason = Reason.INFRA) -> GradeResult:
         card = self.catalogue.get(req.task_id)
         return GradeResult(
             attempt_id=req.attempt_id, task_id=req.task_id, task_revision=card.revision if card else "unknown",
-            grader_version=GRADER_VERSION, status=Status.INFRA_ERROR, reason_code=Reason.INFRA, reason=why[:2000],
+            grader_version=GRADER_VERSION, status=Status.INFRA_ERROR, reason_code=code, reason=why[:2000],
             reward=reward(Status.INFRA_ERROR, []), seed=req.seed, profile=req.profile, device=self.device_name,
             fingerprint_id=self.fingerprint_id, fingerprint=self.fingerprint, sharing=req.sharing)
 

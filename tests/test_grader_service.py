@@ -92,7 +92,9 @@ def test_outcome(graded, name):
 def test_every_request_gets_one_result(graded):
     results, _ = graded
     assert len(results) == len(CASES) + 1
-    assert results["unknown_task"].status is Status.INFRA_ERROR
+    unknown = results["unknown_task"]
+    assert (unknown.status, unknown.reason_code) == (Status.INFRA_ERROR, Reason.UNKNOWN_TASK)  # never graded
+    assert "no_such_task" in unknown.reason and "grader tasks" in unknown.reason
 
 
 def test_sandbox_layers_recorded(graded):
