@@ -147,7 +147,30 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
                      f"{max(s.reps for s in sizes)}; interval half-width (log2) median {statistics.median(half):.4f}, "
                      f"p95 {pct(half, 0.95):.4f}; sizes charged for late work {len(late)}/{len(sizes)}"
                      + (f" (median {statistics.median(late) * 1e3:.1f} us)" if late else ""))
+        watched = [(s, (s.log2_speedup_ci[1] - s.log2_speedup_ci[0]) / 2) for s in sizes
+                   if s.device_watch is not None and s.log2_speedup_ci]
+        if watched:
+            lines.extend(watch_lines(watched))
     return "\n".join(lines)
+
+
+def watch_lines(watched: list) -> list[str]:
+    """What the device watch saw in the timing loops, noisy sizes (interval half-width over 0.1 in log2)
+    against the rest: how often another process used the device, whose, and the SM clocks."""
+    out = ["== device watch during timing loops (grader.devicewatch)", "  sizes\tn\twith another process\t"
+           "roles seen (loops)\tSM MHz at the ends, median (min)\tclock-event reasons (loops)"]
+    for name, group in (("noisy (>0.1)", [s for s, h in watched if h > 0.1]),
+                        ("clean", [s for s, h in watched if h <= 0.1])):
+        if not group:
+            continue
+        roles = collections.Counter(role for s in group for role in  # each loop counted once per kind of role
+                                    {" ".join(o["role"].split()[2:]) or o["role"] for o in s.device_watch.get("others", [])})
+        mhz = [m for s in group for m in s.device_watch.get("sm_mhz", []) if isinstance(m, int)]
+        reasons = collections.Counter(r for s in group for r in s.device_watch.get("reasons", []))
+        lines_mhz = f"{statistics.median(mhz):.0f} ({min(mhz)})" if mhz else "-"
+        out.append(f"  {name}\t{len(group)}\t{sum(bool(s.device_watch.get('others')) for s in group)}\t"
+                   f"{dict(roles.most_common(6)) or '-'}\t{lines_mhz}\t{dict(reasons.most_common(4)) or '-'}")
+    return out
 
 
 def environment(svc) -> dict:

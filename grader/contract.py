@@ -136,6 +136,9 @@ class SizeResult:
     """expert_ms / cand_ms after clipping."""
     max_rel_err: float | None = None
     """Largest |out-ref| / (atol + rtol*|ref|) seen over all verified calls (<= 1 passes)."""
+    device_watch: dict | None = None
+    """What NVML saw during the timing loop (grader.devicewatch): SM clock at start and end, clock-event
+    reasons, and every other process that used the device meanwhile, by role. None without NVML."""
 
 
 @dataclass

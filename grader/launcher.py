@@ -173,6 +173,8 @@ class Slot:
         self.expert_uid, self._expert_uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
         self.reference_uid, self._reference_uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
         self._kept: dict[str, WorkerConn] = {}
+        self.live: dict[int, str] = {}
+        """pid -> role ("candidate", "expert", "reference") of every worker of this slot now alive."""
         self.config = {
             "device": device, "hide": hide, "reveal": list(reveal), "tmp_mb": tmp_mb, "uid": self.uid, "nproc": 512, "nofile": 1024,
             "fsize_mb": 512, "address_space_mb": address_space_mb if device == "cpu" else None,
@@ -254,6 +256,7 @@ class Slot:
             error = str(hello.get("error") or "").rstrip() or "no traceback sent"
             raise wire.WireError(f"{error.splitlines()[-1][:300]}\n{error[-1500:]}")
         conn.hello = hello
+        self.live[conn.pid] = role
         conn.baseline_threads = sandbox.thread_count(conn.pid)
         if isinstance(hello.get("audit_fd"), int):
             conn.audit_target = sandbox.fd_target(conn.pid, hello["audit_fd"])
@@ -325,6 +328,7 @@ class Slot:
         return self._kill(conn, self.uid)
 
     def _kill(self, conn: WorkerConn, uid: int | None) -> str:
+        self.live.pop(conn.pid, None)
         for fn in (lambda: os.killpg(conn.pid, 9), lambda: os.kill(conn.pid, 9)):
             try:
                 fn()

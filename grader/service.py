@@ -72,6 +72,9 @@ class GraderService:
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
         self.gpu_lock = DeviceLock()
+        from grader.devicewatch import DeviceWatch
+
+        self.watch = DeviceWatch.local(cuda)
         self._tasks: dict[str, object] = {}
         self._tasks_lock = threading.Lock()
 
@@ -84,6 +87,15 @@ class GraderService:
     def close(self) -> None:
         for slot in self.slots:
             slot.close()
+        if self.watch is not None:
+            self.watch.close()
+
+    def roles(self) -> dict[int, str]:
+        """pid -> role of every process of this service that may use the device (for the device watch)."""
+        out = {os.getpid(): "parent"}
+        for slot in self.slots:
+            out.update({pid: f"slot {slot.index} {role}" for pid, role in list(slot.live.items())})
+        return out
 
     def task(self, task_id: str):
         from grader.session import SealedTask
@@ -132,7 +144,8 @@ class GraderService:
                 done.put(grade_attempt(req, self.task(req.task_id), slot,
                                        fingerprint=self.fingerprint, fingerprint_id=self.fingerprint_id,
                                        device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort,
-                                       ext_cache=self.ext_cache, build_env=self.build_env))
+                                       ext_cache=self.ext_cache, build_env=self.build_env,
+                                       watch=self.watch, roles=self.roles))
             except Exception as e:  # noqa: BLE001 - a grader bug ends this attempt as infra_error, never lost
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))

@@ -108,7 +108,8 @@ of the candidate's, so it does not draw on the attempt's own budget)."""
 def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprint: dict,
                   fingerprint_id: str, device_name: str, gpu_lock, effort: Effort,
                   ext_cache: compile_cache.CompileCache | None = None,
-                  build_env: compile_cache.BuildEnv | None = None) -> GradeResult:
+                  build_env: compile_cache.BuildEnv | None = None, watch=None,
+                  roles: Callable[[], dict[int, str]] = dict) -> GradeResult:
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
@@ -144,7 +145,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         except (OSError, wire.WireError) as e:
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
-                   gpu_lock=gpu_lock, device_name=device_name, seed=root_seed)
+                   gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles)
         sandbox_layers = conn.hello.get("sandbox", {})
         phases["startup"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -237,6 +238,10 @@ class _Grade:
     expert: WorkerConn | None = None
     waited_s: float = 0.0
     """Seconds spent waiting for the device lock or the expert twin: added to the attempt's budget."""
+    watch: object = None
+    """grader.devicewatch.DeviceWatch of the device, or None (no GPU, no NVML)."""
+    roles: Callable[[], dict[int, str]] = dict
+    """pid -> role of the service's processes now, for the watch's report."""
     answers_via: str | None = None
     """How the reference's answers reached this process: arena (pinned or not), or a memfd and why."""
 
@@ -268,7 +273,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
                out_nbytes=elem * _prod(out_shape))
     worst = _check_size(g, sz)
     t = time.perf_counter()
-    cand_ms, exp_ms, timed, late_ms = _time_size(g, sz)
+    cand_ms, exp_ms, timed, late_ms, watched = _time_size(g, sz)
     g.phases["timing"] += time.perf_counter() - t
     worst = max(worst, _verify_timed(g, sz, timed))
     cand_ms = [c + late_ms for c in cand_ms]
@@ -284,7 +289,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     return SizeResult(size_key=sz.label, hidden=hidden, cand_ms=c_med, expert_ms=e_med,
                       cand_ms_ci=median_ci(cand_ms), expert_ms_ci=median_ci(exp_ms), reps=len(cand_ms),
                       log2_speedup_ci=median_ci(logs), late_ms=late_ms, speedup=clip_speedup(measured),
-                      max_rel_err=worst), measured
+                      max_rel_err=worst, device_watch=watched), measured
 
 
 def _check_size(g: _Grade, sz: _Size) -> float:
@@ -314,11 +319,12 @@ def _check_size(g: _Grade, sz: _Size) -> float:
     return worst
 
 
-def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float]:
+def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float, dict | None]:
     """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
     same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
     the pairs' log-ratios: drift in clocks or temperature moves both calls of a pair alike. Returns
-    (candidate ms, expert ms, [(output index, seed)] of the candidate's calls, late ms)."""
+    (candidate ms, expert ms, [(output index, seed)] of the candidate's calls, late ms, what the device
+    watch saw meanwhile)."""
     eff = g.effort
     max_reps = max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(sz.out_nbytes, 1)))
     expert = _expert_worker(g)
@@ -328,6 +334,7 @@ def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float]:
     g.phases["expert"] += time.perf_counter() - t
     cand_ms, exp_ms, logs, timed, gaps = [], [], [], [], ([], [])
     with _hold(g, "exclusive"):
+        mark = g.watch.mark() if g.watch is not None else None
         for w in range(eff.warmup_pairs):
             seed = derive_seed(g.seed, sz.key, "warmup", w)
             _expert_call(g, expert, sz, seed)
@@ -351,7 +358,10 @@ def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float]:
                 lo, hi = median_ci(logs)
                 if (hi - lo) / 2 <= eff.target_log2_halfwidth or time.monotonic() - t_size > eff.size_budget_s:
                     break
-    return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms)
+        watched = None
+        if mark is not None:  # still alone on the device: the pair is named, every other process reported
+            watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
+    return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched
 
 
 def late_excess(cand_gaps: list[float], twin_gaps: list[float], tolerance_ms: float) -> float:

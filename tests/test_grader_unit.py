@@ -370,3 +370,66 @@ def test_a_slot_keeps_to_the_task_it_graded_last_then_takes_the_oldest():
     while (r := q.take("z")) is not None:
         rest.append(r.attempt_id)
     assert rest == ["c3", "a4"] and len(q) == 0
+
+
+class _ReplayNVML:
+    """NVML as grader.devicewatch calls it, answering from a script of readings (the shape pynvml gives)."""
+
+    NVML_CLOCK_SM = 1
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, clocks, reasons, samples):
+        self.clocks, self.reasons, self.samples = list(clocks), list(reasons), samples
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return f"gpu{index}"
+
+    def nvmlDeviceGetClockInfo(self, handle, kind):
+        assert kind == self.NVML_CLOCK_SM
+        return self.clocks.pop(0)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self.reasons.pop(0)
+
+    def nvmlDeviceGetProcessUtilization(self, handle, since_us):
+        got = [s for s in self.samples if s.timeStamp >= since_us]
+        if not got:
+            raise self.NVMLError("Not Found")
+        return got
+
+
+def test_device_watch_names_every_other_process_on_the_device_during_a_timing_loop():
+    """While a slot times alone, any other process sampled on the SMs or memory is reported by its role
+    (or as not ours); the timed pair, stale samples and idle ones are not; the clocks at both ends and
+    the clock-event reasons of either end are kept."""
+    from types import SimpleNamespace as S
+
+    from grader.devicewatch import DeviceWatch
+
+    t0 = 1_000.0
+    samples = [S(pid=10, timeStamp=int(t0 * 1e6) + 5, smUtil=90, memUtil=60),   # the candidate: timed
+               S(pid=12, timeStamp=int(t0 * 1e6) + 9, smUtil=40, memUtil=10),   # another slot's worker
+               S(pid=12, timeStamp=int(t0 * 1e6) + 20, smUtil=25, memUtil=30),
+               S(pid=99, timeStamp=int(t0 * 1e6) + 7, smUtil=0, memUtil=5),     # not a process of ours
+               S(pid=13, timeStamp=int(t0 * 1e6) + 8, smUtil=0, memUtil=0),     # idle: not reported
+               S(pid=14, timeStamp=int(t0 * 1e6) - 1, smUtil=70, memUtil=0)]    # before the loop
+    nvml = _ReplayNVML(clocks=[1980, 1410], reasons=[0x0, 0x4 | 0x1], samples=samples)
+    watch = DeviceWatch(nvml, clock=lambda: t0)
+    mark = watch.mark()
+    seen = watch.since(mark, {10: "candidate timed", 11: "twin timed", 12: "slot 2 expert", 1: "parent"})
+    assert seen["sm_mhz"] == [1980, 1410]
+    assert seen["reasons"] == ["gpu_idle", "sw_power_cap"]
+    assert seen["others"] == [{"pid": 12, "role": "slot 2 expert", "sm_pct": 40, "mem_pct": 30, "samples": 2},
+                              {"pid": 99, "role": "not ours", "sm_pct": 0, "mem_pct": 5, "samples": 1}]
+    assert "error" not in seen
+    quiet = _ReplayNVML(clocks=[1980, 1980], reasons=[0, 0], samples=[])  # no sample in the window at all
+    w2 = DeviceWatch(quiet, clock=lambda: t0)
+    assert w2.since(w2.mark(), {}) == {"sm_mhz": [1980, 1980], "reasons": [], "others": []}

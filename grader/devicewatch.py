@@ -1,0 +1,100 @@
+"""What NVML saw of the device while a slot timed alone on it.
+
+A slot times its candidate and the expert twin holding the device lock exclusively, so nothing else
+of this grader should run on the device then. On some H200s a whole timing loop ran twin and
+candidate alike up to 2.7 times slower than the same loop a minute later (H200 runs 13 to 16), which
+only other work on the device, or a lower clock, explains. So each loop is bracketed by two readings:
+the SM clock and the clock-event (throttle) reasons at its start and end, and every process that NVML
+sampled using the SMs or memory in between, named by its role in this grader where it is one of ours
+(`slot 3 candidate`, `slot 1 reference`, `parent`) and by pid where it is not.
+
+`DeviceWatch(nvml)` takes the NVML module (pynvml from nvidia-ml-py) or a replay with the same
+functions, like `grader.fingerprint.collect`, so CPU-only CI runs this code on recorded readings.
+A reading that fails is recorded as its error; it never fails a grade.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+
+class DeviceWatch:
+    def __init__(self, nvml, index: int = 0, clock: Callable[[], float] = time.time):
+        self.nvml = nvml
+        nvml.nvmlInit()
+        self.handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        self._clock = clock
+        self._lock = threading.Lock()  # one NVML reader at a time: slots time one after the other anyway
+
+    @classmethod
+    def local(cls, cuda: bool) -> DeviceWatch | None:
+        """The watch of this machine's device 0, or None without a GPU or NVML."""
+        if not cuda:
+            return None
+        try:
+            import pynvml
+
+            return cls(pynvml)
+        except Exception:  # noqa: BLE001 - no NVML: sizes record no watch, grading goes on
+            return None
+
+    def close(self) -> None:
+        try:
+            self.nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - shutting down a library that is going away anyway
+            pass
+
+    def mark(self) -> dict[str, Any]:
+        """A reading at the start of a timing loop."""
+        with self._lock:
+            return {"t_us": int(self._clock() * 1e6), **self._clocks()}
+
+    def since(self, mark: dict[str, Any], roles: dict[int, str]) -> dict[str, Any]:
+        """What happened since `mark`: the clocks at both ends, the clock-event reasons seen at either, and
+        the processes sampled on the device other than those `roles` names as the timed pair."""
+        with self._lock:
+            end = self._clocks()
+            others, error = [], None
+            try:
+                samples = self.nvml.nvmlDeviceGetProcessUtilization(self.handle, mark["t_us"])
+            except Exception as e:  # noqa: BLE001 - NOT_FOUND is no sample in the window; others are recorded
+                samples = []
+                if "Not Found" not in str(e):
+                    error = str(e)[:200]
+            seen: dict[int, dict[str, Any]] = {}
+            for s in samples:
+                pid, sm, mem = int(s.pid), int(s.smUtil), int(s.memUtil)
+                if int(s.timeStamp) < mark["t_us"] or roles.get(pid, "").endswith(" timed") or not (sm or mem):
+                    continue
+                row = seen.setdefault(pid, {"pid": pid, "role": roles.get(pid, "not ours"), "sm_pct": 0, "mem_pct": 0,
+                                            "samples": 0})
+                row["sm_pct"], row["mem_pct"] = max(row["sm_pct"], sm), max(row["mem_pct"], mem)
+                row["samples"] += 1
+            others = sorted(seen.values(), key=lambda r: -r["sm_pct"])
+        out = {"sm_mhz": [mark.get("sm_mhz"), end.get("sm_mhz")],
+               "reasons": sorted(set(mark.get("reasons", [])) | set(end.get("reasons", []))),
+               "others": others}
+        if error or end.get("error") or mark.get("error"):
+            out["error"] = error or end.get("error") or mark.get("error")
+        return out
+
+    def _clocks(self) -> dict[str, Any]:
+        nvml = self.nvml
+        try:
+            sm = int(nvml.nvmlDeviceGetClockInfo(self.handle, nvml.NVML_CLOCK_SM))
+            get = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+                or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            return {"sm_mhz": sm, "reasons": reason_names(int(get(self.handle)))}
+        except Exception as e:  # noqa: BLE001 - recorded, never fatal
+            return {"error": f"{type(e).__name__}: {e}"[:200]}
+
+
+REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+           0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
+           0x100: "display_clocks"}
+"""NVML's clock-event reason bits (nvmlClocksEventReason*), by the names its header gives them."""
+
+
+def reason_names(bits: int) -> list[str]:
+    return [name for bit, name in REASONS.items() if bits & bit] + ([f"0x{bits & ~0x1FF:x}"] if bits & ~0x1FF else [])
