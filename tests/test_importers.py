@@ -27,6 +27,7 @@ from tests.test_sandbox_isolation import hostile_module_level, listener, needs_r
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"
 CUDA_L1 = DATA / "cuda-l1"
+KERNELBENCH_DATA = DATA / "kernelbench"
 FIB = DATA / "flashinfer-trace"
 FIXTURE = REPO / "tests" / "fixtures" / "kernelbench_run"
 needs_data = pytest.mark.skipif(not CUDA_L1.is_dir() or not FIB.is_dir(), reason="shared corpora not present")
@@ -499,3 +500,19 @@ def test_wrongly_typed_claims_of_cuda_l1_and_flashinfer_are_named(tmp_path: Path
     assert claim["unreadable_fields"] == {"evaluation.correctness": 'is "exact" (str), not an object',
                                           "evaluation.performance.latency_ms": 'is "0.1" (str), not a finite number'}
     assert claim["latency_ms"] is None and claim["reference_latency_ms"] == 0.2 and claim["claimed_speedup"] is None
+
+
+@pytest.mark.skipif(not (KERNELBENCH_DATA / "level1").is_dir(), reason="../shared/data/kernelbench is not here")
+def test_a_kernelbench_problems_folder_alone_gives_cards_and_its_task_files_are_never_attempts(tmp_path: Path) -> None:
+    """A problems folder given alone is read as what it is: every task in it becomes a card (or a refusal
+    with its reason), and task files whose names end in `_kernel.py` are tasks, not misnamed attempts."""
+    level1 = tmp_path / "kernelbench" / "level1"
+    level1.mkdir(parents=True)
+    for name in ("19_ReLU.py", "50_conv_standard_2D__square_input__square_kernel.py"):
+        (level1 / name).write_bytes((KERNELBENCH_DATA / "level1" / name).read_bytes())
+    batch = IMPORTERS["kernelbench"].import_path([tmp_path / "kernelbench"])
+    assert batch.attempts == [] and batch.quarantined == [], [q.reason_code for q in batch.quarantined]
+    cards, refused = {c.task_id for c in batch.cards}, {q.origin: q.reason_code for q in batch.rejected}
+    assert "kernelbench_L1_019" in cards, (cards, refused)
+    assert "kernelbench_L1_050" in cards or "kernelbench L1/P50" in refused, (cards, refused)
+    assert len(cards) + len(refused) == 2

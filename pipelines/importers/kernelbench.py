@@ -781,7 +781,12 @@ def init_inputs_of(code: str) -> list[Any] | None:
 
 
 def _is_run(d: Path) -> bool:
-    return (d / "eval_results.json").is_file() or any(d.glob("*_kernel.py"))
+    """A run folder: KernelBench's eval results, or kernel files named as its scripts name them. A
+    `levelN` folder of a problems root is never one, though some task files end in `_kernel.py`
+    (`50_conv_standard_2D__square_input__square_kernel.py`): those are tasks, never attempts."""
+    if (d / "eval_results.json").is_file() or any(KERNEL_FILE.match(f.name) for f in d.glob("*_kernel.py")):
+        return True
+    return not re.fullmatch(r"level\d+", d.name) and any(d.glob("*_kernel.py"))
 
 
 def _is_problems(d: Path) -> bool:
@@ -799,6 +804,18 @@ def _classify(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
             elif _is_problems(d):
                 roots.append(d)
     return runs, roots
+
+
+def _problems_in(roots: list[Path]) -> set[tuple[int, int]]:
+    """(level, problem) of every task file under the problems roots: a root given to the importer is read
+    whole, so its tasks become cards whether or not a run folder has attempts at them."""
+    found = set()
+    for root in roots:
+        for d in sorted(root.iterdir()):
+            m = re.fullmatch(r"level(\d+)", d.name)
+            if m and d.is_dir():
+                found |= {(int(m[1]), int(f[1])) for f in map(PROBLEM_FILE.match, (x.name for x in d.glob("*.py"))) if f}
+    return found
 
 
 def _references(roots: list[Path], needed: set[tuple[int, int]]) -> dict[tuple[int, int], str]:
@@ -821,7 +838,7 @@ def import_path(paths: list[Path], probe: Callable = probe_outputs) -> ImportBat
     """Import KernelBench run folders (and problem folders, for cards); one record per (L, P, S)."""
     run_dirs, roots = _classify(paths)
     plans = [plan_run(_folder(d)) for d in run_dirs]
-    needed = {(lv, p) for plan in plans for lv, p, _ in plan.keys}
+    needed = {(lv, p) for plan in plans for lv, p, _ in plan.keys} | _problems_in(roots)
     refs = _references(roots, needed)
     cards = build_cards(refs, probe=probe) if refs else {}
     seen: set[str] = set()
