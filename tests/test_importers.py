@@ -516,3 +516,17 @@ def test_a_kernelbench_problems_folder_alone_gives_cards_and_its_task_files_are_
     assert "kernelbench_L1_019" in cards, (cards, refused)
     assert "kernelbench_L1_050" in cards or "kernelbench L1/P50" in refused, (cards, refused)
     assert len(cards) + len(refused) == 2
+
+
+def test_module_constants_built_with_shifts_fold_and_hostile_shifts_do_not() -> None:
+    from pipelines.importers.kernelbench import analyse_module
+
+    code = ("import torch\nROWS = 1 << 4\nCOLS = (1 << 18) >> 2\nclass Model(torch.nn.Module):\n"
+            "    def forward(self, x):\n        return x\n"
+            "def get_inputs():\n    return [torch.randn(ROWS, COLS)]\ndef get_init_inputs():\n    return []\n")
+    shape = analyse_module(code)
+    assert shape.size == {"ROWS": 16, "COLS": 65536}, shape.size
+    from pipelines.importers import TaskReject
+
+    with pytest.raises(TaskReject, match="'ROWS' does not fold"):  # a shift past 62 bits is refused, not computed
+        analyse_module(code.replace("1 << 4", "1 << 4000"))

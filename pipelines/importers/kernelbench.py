@@ -63,6 +63,7 @@ class _Unknown(Exception):
 _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.LShift: operator.lshift, ast.RShift: operator.rshift,  # `COLS = 1 << 18`
 }
 
 
@@ -107,6 +108,8 @@ def _fold(node: ast.AST, env: dict[str, Any]) -> Any:
             raise _Unknown("arithmetic on non-numbers")
         elif isinstance(node.op, ast.Pow) and not (type(b) is int and 0 <= b <= 64 and abs(a) <= 1 << 16):
             raise _Unknown("power out of range")
+        elif isinstance(node.op, (ast.LShift, ast.RShift)) and not (type(a) is int and type(b) is int and 0 <= b <= 62):
+            raise _Unknown("shift out of range")
         try:
             return _small(_BINOPS[type(node.op)](a, b))
         except (TypeError, ZeroDivisionError, OverflowError, ValueError):
