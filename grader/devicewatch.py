@@ -55,7 +55,7 @@ class DeviceWatch:
         the processes sampled on the device other than those `roles` names as the timed pair."""
         with self._lock:
             end = self._clocks()
-            others, error = [], None
+            error = None
             try:
                 samples = self.nvml.nvmlDeviceGetProcessUtilization(self.handle, mark["t_us"])
             except Exception as e:  # noqa: BLE001 - NOT_FOUND is no sample in the window; others are recorded

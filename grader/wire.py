@@ -170,36 +170,26 @@ ARENA_MAX = 1 << 30
 _ARENA_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 
-def _pinned(ptr: int, nbytes: int) -> bool:
-    """Page-lock `nbytes` at `ptr` for the device's copy engines. Done on a thread of its own: a refused
-    registration leaves CUDA's per-thread last error behind, which the next kernel launch on the same
-    thread would raise as its own."""
+def _cudart_alone(call: str, *args) -> int:
+    """`torch.cuda.cudart().<call>(*args)` on a thread of its own; its error code. A refused page-locking
+    leaves CUDA's per-thread last error behind, which the next kernel launch on the same thread would
+    raise as its own; the throwaway thread takes it with it."""
     import threading
 
     import torch
 
-    ok = []
-    t = threading.Thread(target=lambda: ok.append(int(torch.cuda.cudart().cudaHostRegister(ptr, nbytes, 1)) == 0),
-                         name="kerneltraj-pin")
+    rc = [-1]
+    t = threading.Thread(target=lambda: rc.__setitem__(0, int(getattr(torch.cuda.cudart(), call)(*args))),
+                         name=f"kerneltraj-{call}")
     t.start()
     t.join()
-    return bool(ok and ok[0])
-
-
-def _unpinned(ptr: int) -> None:
-    import threading
-
-    import torch
-
-    t = threading.Thread(target=lambda: torch.cuda.cudart().cudaHostUnregister(ptr), name="kerneltraj-unpin")
-    t.start()
-    t.join()
+    return rc[0]
 
 
 class _Mapped:
     """A shared mapping of an arena's memfd as a uint8 tensor, page-locked when `pin` and CUDA allow."""
 
-    def __init__(self, fd: int, nbytes: int, pin: bool):
+    def __init__(self, fd: int, nbytes: int, pin: bool, touch: bool):
         import mmap
 
         import torch
@@ -207,14 +197,15 @@ class _Mapped:
         self.nbytes = nbytes
         self.mm = mmap.mmap(fd, nbytes)
         self.buf = torch.frombuffer(self.mm, dtype=torch.uint8)
-        self.buf.fill_(0)  # every page faulted in once, here, not by the first answer's copy
-        self.pinned = pin and _pinned(self.buf.data_ptr(), nbytes)
+        if touch:  # every page made once, by the side that creates the arena, not by the first answer's copy
+            self.buf.fill_(0)
+        self.pinned = pin and _cudart_alone("cudaHostRegister", self.buf.data_ptr(), nbytes, 1) == 0
 
     def close(self) -> None:
         if self.mm is None:
             return
         if self.pinned:
-            _unpinned(self.buf.data_ptr())
+            _cudart_alone("cudaHostUnregister", self.buf.data_ptr())
         self.buf = None
         self.mm.close()
         self.mm = None
@@ -237,7 +228,7 @@ class Arena(_Mapped):
         try:
             os.ftruncate(self.fd, nbytes)
             fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _ARENA_SEALS)
-            super().__init__(self.fd, nbytes, pin)
+            super().__init__(self.fd, nbytes, pin, touch=True)
         except BaseException:
             os.close(self.fd)
             raise
@@ -259,7 +250,7 @@ class ArenaView(_Mapped):
         try:
             if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _ARENA_SEALS != _ARENA_SEALS:
                 raise WireError("arena is not sealed against resizing")
-            super().__init__(fd, os.fstat(fd).st_size, pin)
+            super().__init__(fd, os.fstat(fd).st_size, pin, touch=False)  # the parent made the pages
         finally:
             os.close(fd)
 
