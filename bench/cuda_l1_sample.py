@@ -23,9 +23,13 @@ def prepare(n: int, out: Path) -> None:
 
     batch = cuda_l1.import_path([SHARED])
     cards = {c.task_id: c for c in batch.cards if c.public_sizes.get("gpu")}
-    pool = sorted((a for a in batch.attempts if a.task_id in cards), key=lambda a: a.task_id)
-    step = max(1, len(pool) // n)
-    chosen = pool[::step][:n]  # spread over levels and tasks, deterministic
+    strata = [(level, language) for level in (1, 2, 3) for language in ("cuda", "pytorch")]
+    chosen = []
+    for i, (level, language) in enumerate(strata):  # as many of each level, half CUDA through load_inline
+        pool = sorted((a for a in batch.attempts if a.task_id in cards and a.language == language
+                       and a.task_id.startswith(f"kernelbench_L{level}_")), key=lambda a: a.task_id)
+        want = n // len(strata) + (i < n % len(strata))
+        chosen += pool[::max(1, len(pool) // max(want, 1))][:want]  # spread over tasks, deterministic
     out.mkdir(parents=True, exist_ok=True)
     write_cards([cards[a.task_id] for a in {a.task_id: a for a in chosen}.values()], out / "cards.jsonl")
     with open(out / "requests.jsonl", "w") as f:
@@ -37,18 +41,22 @@ def prepare(n: int, out: Path) -> None:
 
 
 def sample_requests(n: int):
+    """(requests, card files, metas) of the first n prepared attempts; a meta holds the attempt's group
+    (`cuda_l1`), level and the speedup its authors claim."""
     from grader.contract import GradeRequest
 
     path = PREPARED if (PREPARED / "requests.jsonl").exists() else None
     if path is None:
         raise FileNotFoundError("no prepared CUDA-L1 sample: run `python bench/cuda_l1_sample.py` where "
                                 "../shared/data exists and carry .gpu_carry")
-    reqs = []
+    reqs, metas = [], []
     for line in (path / "requests.jsonl").read_text().splitlines()[:n]:
         d = json.loads(line)
         reqs.append(GradeRequest(attempt_id=d["attempt_id"], task_id=d["task_id"], source=d["source"],
                                  language=d["language"], entry_point=d["entry_point"], timeout_s=300, seed=11))
-    return reqs, [str(path / "cards.jsonl")]
+        metas.append({"group": "cuda_l1", "level": int(d["task_id"].split("_L")[1].split("_")[0]),
+                      "claimed_speedup": d.get("claimed_speedup"), "language": d["language"]})
+    return reqs, [str(path / "cards.jsonl")], metas
 
 
 if __name__ == "__main__":

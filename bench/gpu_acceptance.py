@@ -7,7 +7,10 @@ Dagster, no install step. It grades, in rounds so that a run cut off early still
 the GPU-only planted cheats (each must land at the floor in every repeat), the call-boundary escapes
 (once each), the honest Triton kernels
 (none may be floored) and every Triton expert graded as a candidate against itself (its reward should
-be 0). Each grade is appended to DIR/grades.jsonl the moment it arrives, and DIR/summary.txt holds the
+be 0). With `--cuda-l1 N` it also grades the first N attempts of the prepared CUDA-L1 sample
+(`bench/cuda_l1_sample.py`, carried in .gpu_carry): real model-written `ModelNew` modules, mostly CUDA
+through load_inline, with a table by level and status beside the speedups their authors claim.
+Each grade is appended to DIR/grades.jsonl the moment it arrives, and DIR/summary.txt holds the
 verdict table: cheats floored, honest floored, the experts' self-reward, repeat precision by
 kernel-duration bucket with label flips, and attempts per GPU-hour.
 """
@@ -32,19 +35,26 @@ from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E40
 from grader.labels import point_label  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
-ROUNDS = ((("cheat", 1), ("escape", 1), ("expert", 1), ("honest", 1)),
+ROUNDS = ((("cheat", 1), ("escape", 1), ("honest", 1), ("cuda_l1", 1), ("expert", 1)),
           (("cheat", 2), ("cheat", 3), ("expert", 2), ("honest", 2)))
 """(group, repeat) graded in each round: GPU-only cheats three times, the call-boundary escapes (planted
 on CPU, proven here on a CUDA build) once, experts and honest kernels twice. The cheats (floored within
 seconds) go first, so a run cut short still has their repeats."""
 
 
-def plan(groups: set[str] | None = None) -> dict[str, list[tuple[GradeRequest, dict]]]:
+def plan(groups: set[str] | None = None, cuda_l1: int = 0) -> tuple[dict[str, list[tuple[GradeRequest, dict]]], list]:
+    """Requests by group, and the extra card files they need (the CUDA-L1 sample's tasks)."""
     items = collections.defaultdict(list)
-    for req, meta in adversarial_requests(gpu_focus=True) + expert_requests():
+    rows, cards = adversarial_requests(gpu_focus=True) + expert_requests(), []
+    if cuda_l1:
+        from bench.cuda_l1_sample import sample_requests
+
+        reqs, cards, metas = sample_requests(cuda_l1)
+        rows += list(zip(reqs, metas))
+    for req, meta in rows:
         if groups is None or meta["group"] in groups:
             items[meta["group"]].append((req, meta))
-    return items
+    return items, cards
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -76,6 +86,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         if any(r.reward == REWARD_FLOOR for r in rs):
             bad = next(r for r in rs if r.reward == REWARD_FLOOR)
             lines.append(f"  FLOORED {aid}\t{bad.status.value}/{bad.reason_code.value}: {bad.reason[:160]}")
+    lines += corpus_lines(by_group.get("cuda_l1", {}), meta)
     experts = by_group.get("expert", {})
     lines.append("== experts graded against themselves (reward should be 0)")
     for aid, rs in sorted(experts.items()):
@@ -154,6 +165,31 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     return "\n".join(lines)
 
 
+def corpus_lines(graded: dict[str, list[GradeResult]], meta: dict[str, dict]) -> list[str]:
+    """Real attempts (the CUDA-L1 sample): status counts by level, our speedup beside the one its authors
+    claim for the correct ones, and the reason of every attempt not graded correct (their authors kept
+    only candidates they found correct, so each of those is a mismatch to explain)."""
+    if not graded:
+        return []
+    first = {aid: rs[0] for aid, rs in graded.items()}
+    statuses = sorted({r.status.value for r in first.values()})
+    out = ["== CUDA-L1 attempts (authors: every one correct, claimed speedup on an H100)",
+           "  level	" + "\t".join(statuses) + "\ttotal"]
+    for level in sorted({meta[a]["level"] for a in first}):
+        row = collections.Counter(r.status.value for a, r in first.items() if meta[a]["level"] == level)
+        out.append(f"  L{level}\t" + "\t".join(str(row.get(s, 0)) for s in statuses) + f"\t{sum(row.values())}")
+    correct = [a for a, r in first.items() if r.status.value == "correct"]
+    out.append(f"  graded correct\t{len(correct)}/{len(first)} ({100 * len(correct) / len(first):.0f}%) of attempts "
+               "their authors report correct")
+    out.append("  attempt\tlanguage\tstatus/reason\tours (x, vs eager expert)\tclaimed (x, H100)\treason")
+    for aid, r in sorted(first.items()):
+        ours = f"{r.speedup_geomean:.3f}" if r.speedup_geomean else "-"
+        claimed = meta[aid].get("claimed_speedup")
+        out.append(f"  {aid}\t{meta[aid].get('language')}\t{r.status.value}/{r.reason_code.value}\t{ours}\t"
+                   f"{claimed if claimed is not None else '-'}\t{'' if r.status.value == 'correct' else r.reason[:220]}")
+    return out
+
+
 def watch_lines(watched: list) -> list[str]:
     """What the device watch saw in the timing loops, noisy sizes (interval half-width over 0.1 in log2)
     against the rest: how often another process used the device, whose, and the SM clocks."""
@@ -190,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hard-stop-s", type=float, default=440.0,
                     help="past this, the table is written from the grades so far and the run ends")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--groups", default=None, help="comma-separated subset of cheat,escape,honest,expert")
+    ap.add_argument("--groups", default=None, help="comma-separated subset of cheat,escape,honest,cuda_l1,expert")
+    ap.add_argument("--cuda-l1", type=int, default=0, help="also grade this many attempts of the prepared CUDA-L1 "
+                    "sample (python bench/cuda_l1_sample.py --n N, where ../shared/data is; carry .gpu_carry)")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
                     "without them: reference_arena, task_affinity, own_root")
@@ -198,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     from grader.service import GraderService
 
     args.out.mkdir(parents=True, exist_ok=True)
-    items = plan(set(args.groups.split(",")) if args.groups else None)
+    items, extra_cards = plan(set(args.groups.split(",")) if args.groups else None, args.cuda_l1)
     if args.limit:
         items = {k: v[:args.limit] for k, v in items.items()}
     meta = {req.attempt_id: m for rows in items.values() for req, m in rows}
@@ -223,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"--without: unknown parts {sorted(unknown)}")
     switches = {part: part not in without for part in ("reference_arena", "task_affinity", "own_root")}
-    with GraderService(workers=args.workers, device=args.device, **switches) as svc:
+    with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards, **switches) as svc:
         env = dict(environment(svc), switches=switches)
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "

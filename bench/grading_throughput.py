@@ -43,7 +43,7 @@ def corpus(n_demo: int, n_cuda_l1: int, cuda: bool) -> tuple[list[GradeRequest],
     if cuda and n_cuda_l1:
         from bench.cuda_l1_sample import sample_requests
 
-        more, extra_cards = sample_requests(n_cuda_l1)
+        more, extra_cards, _ = sample_requests(n_cuda_l1)
         reqs += more
     return reqs, extra_cards
 

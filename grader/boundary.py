@@ -247,7 +247,8 @@ def make_state_check(torch_types: list, _id=id, _vars=vars, _len=len, _tuple=tup
 WORKER_OPS = frozenset({
     "_to_copy", "add_", "alias", "as_strided", "clone", "contiguous", "copy_", "detach", "empty", "empty_strided",
     "fill_", "full", "lift_fresh", "mul_", "normal_", "rand", "randint", "randn", "random_", "reshape", "resize_",
-    "set_", "slice", "to", "uniform_", "view", "zero_", "zeros"})
+    "set_", "slice", "to", "uniform_", "view", "zero_", "zeros",
+    "_softmax", "transpose", "tril_", "triu_"})  # grader.inputs.POST_STEPS
 """The aten ops the worker's main thread dispatches itself: drawing inputs, poisoning and flushing, copying
 and viewing the output, cloning kept inputs, upcasting for a reference, filling a memfd."""
 

@@ -3,16 +3,24 @@
 Both sides call `make_inputs` with the same resolved specs and seed on the same device, so the
 parent can recompute exactly what the candidate was given without trusting the worker's copy.
 Each call draws its own mean and spread, so no input is centred-only or an identity.
+
+A spec may end in steps from a fixed vocabulary (`POST_STEPS`): how task files shape their random
+tensors (symmetric, triangular, softmax-normalised, scaled by a random scalar, mapped to {-1, 1}).
+They are data, never code: a card cannot make the worker run anything but these. This module
+imports only the standard library at load time (the importer's sandboxed probe runs its source).
 """
 from __future__ import annotations
 
 import random
 
-from grader.taskcard import InputSpec, TaskCard, resolve_shape
+POST_STEPS = {"sym": 0, "triu": 0, "tril": 0, "softmax": 1, "scale": 2, "affine": 2}
+"""Step name -> number of numeric arguments (`softmax:-1`, `scale:0:1`, `affine:2:-1`)."""
 
 
-def resolve_specs(card: TaskCard, size: dict[str, int]) -> list[dict]:
+def resolve_specs(card, size: dict[str, int]) -> list[dict]:
     """Specs with concrete shapes and bounds: what the worker needs, without axis names or sizes."""
+    from grader.taskcard import resolve_shape
+
     out = []
     for spec in card.inputs:
         out.append({
@@ -23,12 +31,21 @@ def resolve_specs(card: TaskCard, size: dict[str, int]) -> list[dict]:
             "std": list(spec.std),
             "low": _bound(spec.low, size),
             "high": _bound(spec.high, size),
+            **({"post": list(spec.post)} if spec.post else {}),
         })
     return out
 
 
 def _bound(v: float | str, size: dict[str, int]) -> float:
     return float(size[v]) if isinstance(v, str) else float(v)
+
+
+def parse_step(step: str) -> tuple[str, tuple[float, ...]]:
+    """(name, numeric arguments) of one post step; ValueError for anything outside the vocabulary."""
+    name, *args = str(step).split(":")
+    if name not in POST_STEPS or len(args) != POST_STEPS[name]:
+        raise ValueError(f"unknown input step {step!r}")
+    return name, tuple(float(a) for a in args)
 
 
 def make_inputs(specs: list[dict], seed: int, device: str) -> list:
@@ -41,6 +58,9 @@ def make_inputs(specs: list[dict], seed: int, device: str) -> list:
     for s in specs:
         dtype = getattr(torch, s["dtype"])
         shape = tuple(s["shape"])
+        if s["dist"] == "scalar":  # a Python number, as the task passes it
+            tensors.append(int(s["low"]) if not dtype.is_floating_point else float(s["low"]))
+            continue
         if s["dist"] == "normal":
             mean, std = params.uniform(*s["mean"]), params.uniform(*s["std"])
             t = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).mul_(std).add_(mean)
@@ -51,13 +71,31 @@ def make_inputs(specs: list[dict], seed: int, device: str) -> list:
             t = torch.randint(int(s["low"]), int(s["high"]), shape, generator=gen, device=device)
         else:
             raise ValueError(f"unknown distribution {s['dist']!r}")
+        for step in s.get("post", ()):
+            t = _step(t, *parse_step(step), params)
         tensors.append(t.to(dtype))
     return tensors
 
 
+def _step(t, name: str, args: tuple[float, ...], params: random.Random):
+    if name in ("sym", "triu", "tril") and (t.dim() < 2 or t.shape[-1] != t.shape[-2]):
+        raise ValueError(f"input step {name} needs square matrices, not shape {tuple(t.shape)}")
+    if name == "sym":  # (A + A^T) / 2, exactly symmetric
+        return t.add_(t.transpose(-1, -2).clone()).mul_(0.5)
+    if name == "triu":
+        return t.triu_()
+    if name == "tril":
+        return t.tril_()
+    if name == "softmax":
+        return t.float().softmax(int(args[0]))
+    if name == "scale":  # times one random scalar per call, as `torch.rand(()) * x` does
+        return t.mul_(params.uniform(*args)) if t.is_floating_point() else t
+    return (t if t.is_floating_point() else t.float()).mul_(args[0]).add_(args[1])  # affine
+
+
 def upcast(tensors: list) -> list:
-    """Float inputs to float64 for the reference; integer inputs unchanged."""
-    return [t.double() if t.is_floating_point() else t for t in tensors]
+    """Float inputs to float64 for the reference; integer inputs and Python numbers unchanged."""
+    return [t.double() if hasattr(t, "is_floating_point") and t.is_floating_point() else t for t in tensors]
 
 
 def derive_seed(root: int, *parts: object) -> int:
@@ -66,6 +104,3 @@ def derive_seed(root: int, *parts: object) -> int:
 
     h = hashlib.blake2b(repr((root,) + parts).encode(), digest_size=8).digest()
     return int.from_bytes(h, "big") & 0x7FFF_FFFF_FFFF_FFFF
-
-
-__all__ = ["InputSpec", "resolve_specs", "make_inputs", "upcast", "derive_seed"]

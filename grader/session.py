@@ -6,6 +6,7 @@ fetched and compared here, and timed outputs are verified on a sample chosen aft
 """
 from __future__ import annotations
 
+import ast
 import contextlib
 import math
 import os
@@ -153,7 +154,11 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         if entry == "ModelNew":  # a KernelBench-style module: wrap it into run(*inputs)
             from grader.adapters import kernelbench_candidate_source
 
-            source, entry = kernelbench_candidate_source(source), "run"
+            if not card.init_inputs:
+                raise Floor(Status.UNSUPPORTED_ON_BACKEND, Reason.UNSUPPORTED,
+                            f"task {card.task_id} is not a module-style task: its card has no constructor arguments "
+                            "for a ModelNew candidate (entry point `run` expected)")
+            source, entry = kernelbench_candidate_source(source, ast.literal_eval(card.init_inputs)), "run"
         # Only a worker that can neither read nor write the cache (its hello, sent before any
         # candidate code ran, says which layers it entered) is offered entries or heard about builds.
         use = (ext_cache is not None and build_env is not None
@@ -507,8 +512,8 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Ver
         raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
     g.phases["transfer"] += time.perf_counter() - t_fetch
     t_ref = time.perf_counter()
-    inputs = make_inputs(sz.specs, seed, slot.device)
-    if with_inputs:
+    if with_inputs:  # the tensors among the inputs (a Python number cannot be changed in place)
+        inputs = [t for t in make_inputs(sz.specs, seed, slot.device) if not isinstance(t, (int, float))]
         returned = tensors[1:]
         if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
             raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DTYPES = ("float32", "float16", "bfloat16", "int64", "int32")
+INPUT_DTYPES = DTYPES + ("bool",)
+"""An input may also be a boolean mask (drawn as 0/1 integers)."""
 
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     # (atol, rtol) against a float64 reference; fp32 is strict so precision downgrades fail.
@@ -32,7 +34,8 @@ class InputSpec:
     """Axis names (looked up in the size dict) or fixed integers."""
     dtype: str = "float32"
     dist: str = "normal"
-    """`normal` (mean + std * randn), `uniform` (low..high), `randint` (low..high-1, ints)."""
+    """`normal` (mean + std * randn), `uniform` (low..high), `randint` (low..high-1, ints), or `scalar`: not a
+    tensor but the Python number `low` (an int for integer dtypes), the same in every call."""
     mean: tuple[float, float] = (-1.0, 1.0)
     """Range from which each call's mean is drawn (normal): never centred-only."""
     std: tuple[float, float] = (0.5, 2.0)
@@ -41,6 +44,9 @@ class InputSpec:
     """Lower bound (uniform/randint); a string names a size axis."""
     high: float | str = 1.0
     """Upper bound, exclusive for randint; a string names a size axis."""
+    post: tuple[str, ...] = ()
+    """Steps applied to the draw in order, from a fixed vocabulary (`grader.inputs.POST_STEPS`): how a task
+    file shapes its random tensors (`sym`, `triu`, `tril`, `softmax:DIM`, `scale:LO:HI`, `affine:A:B`)."""
 
 
 @dataclass(frozen=True)
@@ -81,14 +87,21 @@ class TaskCard:
     """Python source defining `run(*inputs)` on the float64 inputs: each output element's magnitude
     for rtol where |reference| understates the rounding an honest kernel accrues (a prefix sum that
     crosses zero carries the error of everything summed before it). Empty: |reference|."""
+    init_inputs: str = ""
+    """Python literal text of the constructor arguments of a module-style task (KernelBench's
+    `get_init_inputs()`): a `ModelNew` candidate is built with these, never with its own. Empty for tasks
+    whose candidates define `run(*inputs)`."""
 
     @property
     def revision(self) -> str:
         """Content hash of everything that can change a grade."""
         d = dataclasses.asdict(self)
-        for late in ("error_scale", "own_kernel_ops"):  # added later: cards without one keep their revisions
-            if not d[late]:
+        for late in ("error_scale", "own_kernel_ops", "init_inputs"):  # added later: cards without one keep
+            if not d[late]:                                               # their revisions
                 del d[late]
+        for spec in d["inputs"]:
+            if not spec["post"]:
+                del spec["post"]
         blob = json.dumps(d, sort_keys=True, default=list)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

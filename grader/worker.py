@@ -440,7 +440,7 @@ class Worker:
         idx = len(self.kept)
         self.kept.append(snap if msg.get("keep", True) else None)
         if msg.get("keep_inputs"):
-            self.kept_inputs[idx] = [self._clone(t) for t in inputs]
+            self.kept_inputs[idx] = [self._clone(t) for t in inputs if _type(t) is self._Tensor]
         return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms, "meta": meta, "launches": launched,
                 "own_output": own_output, "ops": ops, "kernels": kernels,
                 "foreign_stream": sorted(set(side) | set(FOREIGN_STREAM_LAUNCHES)),

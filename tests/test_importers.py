@@ -111,10 +111,12 @@ def test_cuda_l1_cards(cuda_l1: ImportBatch) -> None:
     assert mm.hidden_sizes == {} and "get_inputs()" in mm.hidden_sizes_note
     assert all(c.hidden_sizes == {} and c.hidden_sizes_note for c in cards.values())
     assert all(c.family and c.lineage.startswith("kernelbench/L") for c in cards.values())
-    # tasks whose inputs are not plain random tensors are refused, with the reason
-    refused = {q.origin: q.reason_code for q in cuda_l1.rejected}
-    assert refused["kernelbench L1/T14"] == "inputs_not_expressible"  # upper-triangular input
-    assert refused["kernelbench L1/T5"] == "non_tensor_input"  # a Python float among the inputs
+    # inputs that are not plain random tensors are read as draws plus steps, or as plain numbers
+    assert cuda_l1.rejected == [], [(q.origin, q.reason) for q in cuda_l1.rejected]
+    assert [i.post for i in cards["kernelbench_L1_014"].inputs] == [("triu",), ("triu",)]  # upper-triangular
+    scalar = cards["kernelbench_L1_005"].inputs[1]  # a Python float among the inputs
+    assert (scalar.dist, scalar.low, scalar.shape) == ("scalar", 3.14, ())
+    assert all(c.init_inputs for c in cards.values())  # every ModelNew is built with its task's arguments
     lstm = cards["kernelbench_L3_035"]  # recurrent layers: shape from the layout rule, FLOPs unknown
     assert lstm.output_shape == (10, 10) and "cpu" not in lstm.public_sizes
 
@@ -143,7 +145,7 @@ def test_kernelbench_run_every_record_accounted(kernelbench: ImportBatch) -> Non
         "kernelbench:demo_run:L1:P1:S0", "kernelbench:demo_run:L1:P1:S1", "kernelbench:legacy_run:L1:P2:S0"]
     assert [c.task_id for c in kernelbench.cards] == ["kernelbench_L1_001", "kernelbench_L1_002"]
     assert collections.Counter(r.reason_code for r in kernelbench.rejected) == {
-        "bad_type": 1, "inputs_not_expressible": 1}  # sample_id "zero"; the symmetric-matrix input
+        "bad_type": 1, "inputs_not_expressible": 1}  # sample_id "zero"; the orthogonal-matrix input
     _accounted(kernelbench)
 
 
@@ -448,8 +450,9 @@ def test_importer_probe_runs_a_hostile_reference_only_in_the_sandbox(tmp_path, l
         "    return [torch.randn(4, 8)]\n"
         "def get_init_inputs():\n"
         "    return []\n")
-    got = kb.probe_outputs({"hostile": (code, [([4, 8], "float32", "normal", 0.0, 1.0)])})
-    assert got["hostile"] == kb.ProbeResult((4, 8), "float32", 0), got  # it ran, in the sandbox
+    got = kb.probe_outputs({"hostile": (code, [{"shape": [4, 8], "dtype": "float32", "dist": "normal",
+                                                 "mean": [-1.0, 1.0], "std": [0.5, 2.0], "low": 0.0, "high": 1.0}])})
+    assert got["hostile"] == kb.ProbeResult((4, 8), "float32", 0, "[]"), got  # it ran, in the sandbox
     assert not marker.exists(), "the reference wrote a file on the host"
     assert listener.accepted == 0, "the reference reached a host socket"
 
@@ -530,3 +533,95 @@ def test_module_constants_built_with_shifts_fold_and_hostile_shifts_do_not() -> 
 
     with pytest.raises(TaskReject, match="'ROWS' does not fold"):  # a shift past 62 bits is refused, not computed
         analyse_module(code.replace("1 << 4", "1 << 4000"))
+
+
+_EVERY_STEP_TASK = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Masked, scaled sums of symmetric, triangular and normalised inputs (every input step we express)."""
+
+    def __init__(self, alpha, shift):
+        super().__init__()
+        self.alpha, self.shift = alpha, shift
+
+    def forward(self, a, u, low, p, mask, sign, s):
+        return (a @ u + low * s).sum(-1) * self.alpha + (p * mask).sum(-1) + sign + self.shift
+
+
+N = 16
+
+
+def get_inputs():
+    a = torch.rand(N, N)
+    a = (a + a.T) / 2
+    scale = torch.rand(())
+    u = torch.triu(torch.randn(N, N))
+    low = torch.randn(N, N).tril()
+    p = (torch.rand(N, N) * scale).softmax(dim=-1)
+    mask = torch.randint(0, 2, p.shape).bool()
+    s = 0.5
+    return [a, u, low, p, mask, torch.randint(0, 2, (N,)).float() * 2 - 1, s]
+
+
+def get_init_inputs():
+    return [2.0, 3.0]
+'''
+
+_EVERY_STEP_HONEST = '''import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, alpha, shift):
+        super().__init__()
+        self.alpha, self.shift = alpha, shift
+
+    def forward(self, a, u, low, p, mask, sign, s):
+        rows = torch.einsum("ij,jk->i", a, u) + low.sum(-1) * s
+        return rows * self.alpha + torch.where(mask, p, torch.zeros_like(p)).sum(-1) + sign + self.shift
+'''
+
+
+def test_task_files_that_shape_their_inputs_become_cards_and_grade_modelnew_with_their_init_inputs(tmp_path: Path):
+    """Symmetric, triangular, softmax-normalised and randomly scaled tensors, a boolean mask, a {-1, 1} vector
+    and a plain number: each is read as a seeded draw plus steps, drawn alike on both sides, and a `ModelNew`
+    that defines neither get_inputs nor get_init_inputs grades, built with the task's constructor arguments."""
+    import subprocess
+    import sys
+
+    from grader.inputs import make_inputs, resolve_specs
+
+    level1 = tmp_path / "problems" / "level1"
+    level1.mkdir(parents=True)
+    (level1 / "1_every_step.py").write_text(_EVERY_STEP_TASK)
+    batch = IMPORTERS["kernelbench"].import_path([tmp_path / "problems"])
+    assert batch.rejected == [], [(q.reason_code, q.reason) for q in batch.rejected]
+    (card,) = batch.cards
+    steps = {s.name: (s.dtype, s.dist, s.post) for s in card.inputs}
+    assert steps == {"a": ("float32", "uniform", ("sym",)), "u": ("float32", "normal", ("triu",)),
+                     "low": ("float32", "normal", ("tril",)),
+                     "p": ("float32", "uniform", ("scale:0.0:1.0", "softmax:-1")),
+                     "mask": ("bool", "randint", ()), "in5": ("float32", "randint", ("affine:2.0:-1.0",)),
+                     "s": ("float32", "scalar", ())}, steps
+    assert card.init_inputs == "[2.0, 3.0]" and "cpu" in card.public_sizes
+    a, u, low, p, mask, sign, s = make_inputs(resolve_specs(card, card.public_sizes["cpu"][0]), 7, "cpu")
+    assert torch.equal(a, a.T) and torch.equal(u, u.triu()) and torch.equal(low, low.tril())
+    assert torch.allclose(p.sum(-1), torch.ones(16)) and mask.dtype == torch.bool and 0 < mask.sum() < mask.numel()
+    assert set(sign.tolist()) == {-1.0, 1.0} and s == 0.5 and type(s) is float
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(dataclasses.asdict(card), default=list) + "\n")
+    wrong = _EVERY_STEP_HONEST.replace("torch.where(mask, p, torch.zeros_like(p))", "p")  # ignores the mask
+    reqs = [{"attempt_id": name, "task_id": card.task_id, "source": src, "language": "pytorch",
+             "entry_point": "ModelNew", "profile": "cpu"} for name, src in (("honest", _EVERY_STEP_HONEST),
+                                                                            ("wrong", wrong))]
+    (tmp_path / "req.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reqs))
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", "--in", str(tmp_path / "req.jsonl"), "--out",
+                           str(tmp_path / "out.jsonl"), "--device", "cpu", "--catalogue-extra", str(tasks)],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = {r["attempt_id"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    assert results["honest"]["status"] == "correct", results["honest"]["reason"]
+    assert results["wrong"]["status"] == "wrong_output", results["wrong"]["reason"]

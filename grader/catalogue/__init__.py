@@ -36,10 +36,12 @@ def card_from_dict(d: dict) -> TaskCard:
     d = dict(d)
     d.pop("revision", None)
     d["inputs"] = tuple(InputSpec(**{**i, "shape": tuple(i["shape"]), "mean": tuple(i.get("mean", (-1.0, 1.0))),
-                                     "std": tuple(i.get("std", (0.5, 2.0)))}) for i in d["inputs"])
+                                     "std": tuple(i.get("std", (0.5, 2.0))),
+                                     "post": tuple(i.get("post", ()))}) for i in d["inputs"])
     d["output_shape"] = tuple(d["output_shape"])
     for key in ("public_sizes", "hidden_sizes"):
         d[key] = {p: tuple(v) for p, v in d[key].items()}
     d["forbidden_ops"] = tuple(d.get("forbidden_ops", ()))
+    d["own_kernel_ops"] = tuple(d.get("own_kernel_ops", ()))
     d["tolerances"] = {k: tuple(v) for k, v in d.get("tolerances", {}).items()}
     return TaskCard(**d)

@@ -17,6 +17,7 @@ run folder; pass a KernelBench problems folder (`level1/1_Name.py`, ...) alongsi
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import math
 import operator
@@ -49,8 +50,10 @@ CPU_BYTE_BUDGET = 64 << 20
 """... and its inputs plus output fit in this many bytes."""
 MAX_DIM = 1 << 31
 _DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16",
-           "bfloat16": "bfloat16", "int64": "int64", "long": "int64", "int32": "int32", "int": "int32"}
+           "bfloat16": "bfloat16", "int64": "int64", "long": "int64", "int32": "int32", "int": "int32",
+           "bool": "bool"}
 _ELEM = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+_IN_ELEM = {**_ELEM, "bool": 1}
 _NOOP_METHODS = {"contiguous", "cuda", "float"}
 
 
@@ -169,6 +172,8 @@ class ProbeResult:
     """Output dtype name (`float32`, ...)."""
     flops: int | None
     """FLOPs torch's flop counter attributes to one call (None when unknown)."""
+    init_inputs: str | None = None
+    """Python literal text of what `get_init_inputs()` returned (None when it is not plain literals)."""
 
 
 _PROBE = r"""
@@ -203,14 +208,20 @@ for c in _RNN_FORWARD:
 def _timeout(*_):
     raise TimeoutError("probe timed out")
 
-def _input(spec, device):
-    shape, dtype, dist, low, high = spec
-    if device == "meta":
-        return torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
-    if dist == "randint":
-        return torch.randint(int(low), int(high), shape).to(getattr(torch, dtype))
-    t = torch.rand(shape) if dist == "uniform" else torch.randn(shape)
-    return t.to(getattr(torch, dtype))
+def _inputs(specs, device):
+    # the grader's own sampler (its source heads this program), so the probe sees what a grade will
+    if device != "meta":
+        return make_inputs(specs, 0, device)
+    return [make_inputs([s], 0, "cpu")[0] if s["dist"] == "scalar"
+            else torch.empty(s["shape"], dtype=getattr(torch, s["dtype"]), device="meta") for s in specs]
+
+def _literal_text(value):
+    import ast
+    try:
+        text = repr(value)
+        return text if len(text) <= 4096 and ast.literal_eval(text) == value else None
+    except Exception:
+        return None
 
 def _run(job, device):
     ns = {"__name__": "kernelbench_reference"}
@@ -218,11 +229,13 @@ def _run(job, device):
     SHAPE_ONLY.clear()
     with torch.device(device), torch.no_grad():
         torch.manual_seed(0)
-        model = ns["Model"](*ns["get_init_inputs"]())
-        inputs = [_input(s, device) for s in job["inputs"]]
+        init = list(ns["get_init_inputs"]())
+        init_text = _literal_text(init)
+        model = ns["Model"](*init)
+        inputs = _inputs(job["inputs"], device)
         with FlopCounterMode(display=False) as counter:
             out = model(*inputs)
-    return out, None if SHAPE_ONLY else int(counter.get_total_flops())
+    return out, None if SHAPE_ONLY else int(counter.get_total_flops()), init_text
 
 with FlopCounterMode(display=False):  # warm up outside any task's clock
     torch.ones(2, 2) @ torch.ones(2, 2)
@@ -233,14 +246,15 @@ for line in sys.stdin:
     try:
         signal.alarm(job["timeout_s"])
         try:
-            out, flops = _run(job, "meta")
+            out, flops, init = _run(job, "meta")
         except (RuntimeError, NotImplementedError) as e:  # data-dependent code cannot run on meta
             if "meta" not in str(e) or job["cpu_bytes"] > job["cpu_bytes_max"]:
                 raise
             signal.alarm(job["timeout_s"])
-            out, flops = _run(job, "cpu")
+            out, flops, init = _run(job, "cpu")
         if type(out) is torch.Tensor:
-            res.update(shape=list(out.shape), dtype=str(out.dtype).replace("torch.", ""), flops=flops)
+            res.update(shape=list(out.shape), dtype=str(out.dtype).replace("torch.", ""), flops=flops,
+                       init_inputs=init)
         else:
             res.update(code="multi_output", error=f"forward returns {type(out).__name__}, not one tensor")
     except BaseException as e:
@@ -264,8 +278,19 @@ def _prod(dims: Iterable[int]) -> int:
     return n
 
 
+def _probe_program() -> str:
+    """The probe, headed by the source of `grader.inputs` (stdlib and torch only): inputs are drawn by
+    the same sampler as in a grade, never by the task's own `get_inputs`."""
+    import inspect
+
+    from grader import inputs
+
+    return inspect.getsource(inputs) + "\n" + _PROBE
+
+
 def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | TaskReject]:
-    """Probe each job (reference code, [(shape, dtype, dist, low, high)]) in the grader's sandbox.
+    """Probe each job (reference code, resolved input specs as `grader.inputs.resolve_specs` makes them)
+    in the grader's sandbox.
 
     Never raises.
 
@@ -282,8 +307,9 @@ def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | 
         payload = "".join(json.dumps({
             "key": k, "code": jobs[k][0], "inputs": jobs[k][1], "timeout_s": PROBE_TASK_TIMEOUT_S,
             "cpu_bytes_max": PROBE_CPU_BYTES_MAX,
-            "cpu_bytes": sum(_prod(s[0]) * _ELEM.get(s[1], 8) for s in jobs[k][1])}) + "\n" for k in pending)
-        run = run_confined(_PROBE, payload.encode(), 60 + PROBE_TASK_TIMEOUT_S * len(pending),
+            "cpu_bytes": sum(_prod(s["shape"]) * _IN_ELEM.get(s["dtype"], 8) for s in jobs[k][1])}) + "\n"
+            for k in pending)
+        run = run_confined(_probe_program(), payload.encode(), 60 + PROBE_TASK_TIMEOUT_S * len(pending),
                            memory_mb=PROBE_MEMORY_MB, fsize_mb=PROBE_FILE_MB)
         stdout = run.stdout
         note = ("probe interpreter timed out" if run.timed_out
@@ -295,7 +321,8 @@ def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | 
             except (ValueError, KeyError, TypeError):
                 continue
             if key in jobs and key not in out:
-                out[key] = (ProbeResult(tuple(int(d) for d in res["shape"]), res["dtype"], res.get("flops"))
+                out[key] = (ProbeResult(tuple(int(d) for d in res["shape"]), res["dtype"], res.get("flops"),
+                                        _checked_literal(res.get("init_inputs")))
                             if "shape" in res else TaskReject(res.get("code", "probe_failed"), res.get("error", "")))
         left = [k for k in pending if k not in out]
         if left:  # the child works in order, so the first task without an answer is the one it died on
@@ -305,6 +332,16 @@ def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | 
         if isinstance(v, ProbeResult) and v.dtype not in _ELEM:
             out[k] = TaskReject("unsupported_dtype", f"output dtype {v.dtype} is not one of {sorted(_ELEM)}")
     return out
+
+def _checked_literal(text: Any) -> str | None:
+    """The probe's literal text re-read here (the probe ran corpus code): a list, in canonical form."""
+    if not isinstance(text, str) or len(text) > 4096:
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        return None
+    return repr(value) if isinstance(value, list) else None
 
 # ---- get_inputs / get_init_inputs -------------------------------------------------------------
 
@@ -334,7 +371,11 @@ def _dtype(node: ast.expr) -> str:
     raise TaskReject("unsupported_dtype", f"input dtype {ast.unparse(node)[:40]!r} is not one of {sorted(_ELEM)}")
 
 
-def _dims(args: list[ast.expr], env: dict[str, Any], size: dict[str, int]) -> tuple[str | int, ...]:
+def _dims(args: list[ast.expr], env: dict[str, Any], size: dict[str, int],
+          shapes: dict[str, tuple] | None = None) -> tuple[str | int, ...]:
+    if len(args) == 1 and isinstance(args[0], ast.Attribute) and args[0].attr == "shape" \
+            and isinstance(args[0].value, ast.Name) and args[0].value.id in (shapes or {}):
+        return shapes[args[0].value.id]  # torch.randint(0, 2, x.shape): the axes of an earlier input
     if len(args) == 1 and not isinstance(args[0], ast.Starred):
         try:
             v = _fold(args[0], env)
@@ -361,7 +402,8 @@ def _dims(args: list[ast.expr], env: dict[str, Any], size: dict[str, int]) -> tu
     return tuple(dims)
 
 
-def _tensor_spec(node: ast.expr, name: str, env: dict[str, Any], size: dict[str, int]) -> InputSpec:
+def _tensor_spec(node: ast.expr, name: str, env: dict[str, Any], size: dict[str, int],
+                 shapes: dict[str, tuple] | None = None) -> InputSpec:
     dtype_override = None
     while (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.args
            and not node.keywords and node.func.attr in _NOOP_METHODS):
@@ -390,13 +432,102 @@ def _tensor_spec(node: ast.expr, name: str, env: dict[str, Any], size: dict[str,
             raise TaskReject("inputs_not_expressible", f"input {name}: randint bounds do not fold ({e})") from None
         if not all(isinstance(b, int) and not isinstance(b, bool) for b in (lo, hi)) or not lo < hi:
             raise TaskReject("inputs_not_expressible", f"input {name}: randint bounds {lo!r}..{hi!r}")
-        return InputSpec(name, _dims([shape_node], env, size), dtype, "randint", low=float(lo), high=float(hi))
+        return InputSpec(name, _dims([shape_node], env, size, shapes), dtype, "randint", low=float(lo), high=float(hi))
     shape = _dims(list(node.args) or ([kw["size"]] if "size" in kw else []), env, size)
     if not shape:
         raise TaskReject("inputs_not_expressible", f"input {name}: no shape")
     if kind == "rand":
         return InputSpec(name, shape, dtype, "uniform", low=0.0, high=1.0)
     return InputSpec(name, shape, dtype, "normal")
+
+
+class _RandScalar:
+    """`scale = torch.rand(())` in get_inputs: a random number a later input is multiplied by."""
+
+
+def _is_torch_call(node: ast.expr, names: tuple[str, ...]) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in names
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "torch")
+
+
+def _number(node: ast.expr, env: dict[str, Any]) -> float | None:
+    try:
+        v = _fold(node, env)
+    except _Unknown:
+        return None
+    return float(v) if type(v) in (int, float) else None
+
+
+def _with_step(spec: InputSpec, step: str) -> InputSpec:
+    return dataclasses.replace(spec, post=spec.post + (step,))
+
+
+def _affine(spec: InputSpec, a: float, b: float) -> InputSpec:
+    """x -> a*x + b, folded into a trailing affine step (`randint(0, 2, n).float() * 2 - 1`)."""
+    if spec.post and spec.post[-1].startswith("affine:"):
+        _, a0, b0 = spec.post[-1].split(":")
+        a, b = float(a0) * a, float(b0) * a + b
+        spec = dataclasses.replace(spec, post=spec.post[:-1])
+    dtype = spec.dtype if spec.dtype in ("float32", "float16", "bfloat16") else "float32"
+    return dataclasses.replace(spec, dtype=dtype, post=spec.post + (f"affine:{a!r}:{b!r}",))
+
+
+def _recipe(node: ast.expr, name: str, env: dict[str, Any], size: dict[str, int], local: dict[str, Any]) -> InputSpec:
+    """One input of get_inputs as a seeded draw plus steps of `grader.inputs.POST_STEPS`; TaskReject when
+    the expression is outside what those express (the reason names the expression)."""
+    shapes = {k: v.shape for k, v in local.items() if isinstance(v, InputSpec)}
+    if isinstance(node, ast.Name) and isinstance(local.get(node.id), InputSpec):
+        return dataclasses.replace(local[node.id], name=name)
+    if _is_torch_call(node, ("triu", "tril")) and len(node.args) == 1 and not node.keywords:
+        return _with_step(_recipe(node.args[0], name, env, size, local), node.func.attr)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and not _is_torch_call(node, ("randn", "rand", "randint")):
+        method, base, args, kw = node.func.attr, node.func.value, node.args, {k.arg: k.value for k in node.keywords}
+        if method in ("triu", "tril") and not args and not kw:
+            return _with_step(_recipe(base, name, env, size, local), method)
+        if method == "softmax" and len(args) + len(kw) == 1 and set(kw) <= {"dim"}:
+            dim = _number((args or [kw.get("dim")])[0], env)
+            if dim is not None and dim == int(dim):
+                return _with_step(_recipe(base, name, env, size, local), f"softmax:{int(dim)}")
+        if method in ("bool", "float") and not args and not kw:
+            inner = _recipe(base, name, env, size, local)
+            if method == "float":
+                return dataclasses.replace(inner, dtype="float32")
+            if inner.dist == "randint" and inner.low >= 0 and not inner.post:
+                return dataclasses.replace(inner, dtype="bool")
+        if method in _NOOP_METHODS and not args and not kw:
+            return _recipe(base, name, env, size, local)
+    if isinstance(node, ast.BinOp):
+        left, right = node.left, node.right
+        if isinstance(node.op, ast.Div) and _number(right, env) == 2.0 and isinstance(left, ast.BinOp) \
+                and isinstance(left.op, ast.Add) and isinstance(left.left, ast.Name) \
+                and isinstance(left.right, ast.Attribute) and left.right.attr in ("T", "mT") \
+                and isinstance(left.right.value, ast.Name) and left.right.value.id == left.left.id:
+            return _with_step(_recipe(left.left, name, env, size, local), "sym")  # (A + A.T) / 2
+        for tensor, other in ((left, right), (right, left)):
+            if isinstance(other, ast.Name) and local.get(other.id) is _RandScalar and isinstance(node.op, ast.Mult):
+                return _with_step(_recipe(tensor, name, env, size, local), "scale:0.0:1.0")
+        c = _number(right, env)
+        if c is not None and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Div)) and (c or not isinstance(
+                node.op, ast.Div)):
+            a, b = {ast.Add: (1.0, c), ast.Sub: (1.0, -c), ast.Mult: (c, 0.0), ast.Div: (1.0 / c if c else 0.0, 0.0)}[
+                type(node.op)]
+            return _affine(_recipe(left, name, env, size, local), a, b)
+        c = _number(left, env)
+        if c is not None and isinstance(node.op, (ast.Add, ast.Mult)):
+            return _affine(_recipe(right, name, env, size, local), *((1.0, c) if isinstance(node.op, ast.Add)
+                                                                     else (c, 0.0)))
+    return _tensor_spec(node, name, env, size, shapes)
+
+
+def _rand_scalar(node: ast.expr, env: dict[str, Any]) -> bool:
+    """`torch.rand(())` (or `torch.rand([])`): one uniform number in [0, 1)."""
+    if not (_is_torch_call(node, ("rand",)) and len(node.args) == 1 and not node.keywords):
+        return False
+    try:
+        return _fold(node.args[0], env) in ((), [])
+    except _Unknown:
+        return False
 
 
 def analyse_module(code: str) -> ModuleShape:
@@ -417,7 +548,7 @@ def _analyse(code: str) -> ModuleShape:
     if model is None or fn is None:
         raise TaskReject("bad_reference", "reference lacks class Model or get_inputs()")
     env, size = _module_env(tree), {}
-    local: dict[str, InputSpec] = {}
+    local: dict[str, Any] = {}
     specs: list[InputSpec] | None = None
     for stmt in fn.body:
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
@@ -428,17 +559,18 @@ def _analyse(code: str) -> ModuleShape:
                 env[tname] = _fold(stmt.value, env)
             except _Unknown:
                 env.pop(tname, None)
-                local[tname] = _tensor_spec(stmt.value, tname, env, size)
+                local[tname] = _RandScalar if _rand_scalar(stmt.value, env) else _recipe(stmt.value, tname, env,
+                                                                                        size, local)
             continue
         if isinstance(stmt, ast.Return) and isinstance(stmt.value, (ast.List, ast.Tuple)):
             specs = []
             for i, e in enumerate(stmt.value.elts):
-                if isinstance(e, ast.Name) and e.id in local:
+                if isinstance(e, ast.Name) and isinstance(local.get(e.id), InputSpec):
                     specs.append(local[e.id])
                 elif isinstance(e, ast.Name) and e.id in env or isinstance(e, ast.Constant):
-                    raise TaskReject("non_tensor_input", f"get_inputs returns a non-tensor at position {i}")
+                    specs.append(_scalar(e.id if isinstance(e, ast.Name) else f"in{i}", _fold(e, env), i))
                 else:
-                    specs.append(_tensor_spec(e, f"in{i}", env, size))
+                    specs.append(_recipe(e, f"in{i}", env, size, local))
             break
         raise TaskReject("inputs_not_expressible", f"get_inputs has a {type(stmt).__name__} statement")
     if not specs:
@@ -447,6 +579,14 @@ def _analyse(code: str) -> ModuleShape:
     if len(set(names)) != len(names):
         specs = [InputSpec(**{**s.__dict__, "name": f"in{i}"}) for i, s in enumerate(specs)]
     return ModuleShape(tuple(specs), size, _init_inputs(tree, env), _doc(model))
+
+
+def _scalar(name: str, value: Any, i: int) -> InputSpec:
+    """A number get_inputs passes as it is (`s = 3.14; return [A, s]`): the same number in every call."""
+    if type(value) not in (int, float):
+        raise TaskReject("non_tensor_input", f"get_inputs returns {type(value).__name__} {str(value)[:40]!r} at "
+                         f"position {i}; only tensors and plain numbers are supported")
+    return InputSpec(name, (), "int64" if type(value) is int else "float32", "scalar", low=float(value))
 
 
 def _init_inputs(tree: ast.Module, env: dict[str, Any]) -> list[Any] | None:
@@ -474,7 +614,7 @@ def _numel(spec_shape: Iterable[str | int], size: dict[str, int]) -> int:
 
 def task_card(level: int, problem: int, ref_code: str, shape: ModuleShape, probe: ProbeResult) -> TaskCard:
     """The card of one KernelBench task (single size, PyTorch eager as its expert)."""
-    in_bytes = sum(_numel(s.shape, shape.size) * _ELEM[s.dtype] for s in shape.inputs)
+    in_bytes = sum(_numel(s.shape, shape.size) * _IN_ELEM[s.dtype] for s in shape.inputs if s.dist != "scalar")
     out_numel = _prod(probe.shape)
     family = classify_kernelbench(ref_code, level).value if classify_kernelbench else f"kernelbench_L{level}"
     reference = kernelbench_reference_source(ref_code)
@@ -495,6 +635,7 @@ def task_card(level: int, problem: int, ref_code: str, shape: ModuleShape, probe
         hidden_sizes={},
         bytes_moved=f"{in_bytes} + {out_numel} * E",
         hidden_sizes_note=HIDDEN_SIZES_NOTE,
+        init_inputs=repr(shape.init_inputs) if shape.init_inputs is not None else (probe.init_inputs or ""),
     )
 
 
@@ -522,9 +663,12 @@ def build_cards(tasks: dict[tuple[int, int], str], probe: Callable = probe_outpu
     return out
 
 
-def _probe_inputs(sh: ModuleShape) -> list[tuple[list[int], str, str, float, float]]:
-    return [([sh.size[d] if isinstance(d, str) else d for d in s.shape], s.dtype, s.dist, float(s.low), float(s.high))
-            for s in sh.inputs]
+def _probe_inputs(sh: ModuleShape) -> list[dict]:
+    from types import SimpleNamespace
+
+    from grader.inputs import resolve_specs
+
+    return resolve_specs(SimpleNamespace(inputs=sh.inputs), sh.size)
 
 
 def language_of(code: str) -> str:
