@@ -3,7 +3,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -98,3 +104,152 @@ def instance(tmp_path, monkeypatch):
     monkeypatch.setenv("DAGSTER_HOME", str(home))
     with dg.DagsterInstance.get() as inst:
         yield inst
+
+
+# ---- one materialised release, shared by every test that only reads it ------------------------
+
+RELEASE_TIMEOUT_S = 240
+VALIDATION_TASK = "cross_entropy_fp32"
+HELDOUT_TASK = "attention_fp16"
+"""A task of the held-out family `attention` (splits/split_manifest-v1.json)."""
+CUDA_TASK = "gelu_fp32"
+CUDA_ATTEMPT = "publish-test.cuda.gelu.t1"
+
+
+def checkpoint_pair(out: Path) -> Path:
+    """One baseline and one treatment attempt of the same task, both quick to grade on CPU.
+
+    The release job also runs the learning comparison, which grades every checkpoint attempt each run;
+    the demo's 40 would take minutes, and the release tests are not about that comparison (tests/test_learning.py
+    is)."""
+    ckpt = REPO_ROOT / "demo" / "checkpoints"
+    base = [json.loads(ln) for ln in (ckpt / "baseline.jsonl").read_text().splitlines() if ln.strip()]
+    treat = [json.loads(ln) for ln in (ckpt / "treatment.jsonl").read_text().splitlines() if ln.strip()]
+
+    def quick(rec: dict) -> bool:
+        return rec.get("extra", {}).get("intended") not in ("correct_fast", "hang")
+
+    b = next(r for r in base if quick(r) and any(t["task_id"] == r["task_id"] and quick(t) for t in treat))
+    t = next(r for r in treat if r["task_id"] == b["task_id"] and quick(r))
+    (out / "baseline.jsonl").write_text(json.dumps(b) + "\n")
+    (out / "treatment.jsonl").write_text(json.dumps(t) + "\n")
+    return out
+
+
+def split_attempts(lines: list[bytes]) -> list[bytes]:
+    """Quick attempts (compile errors) on a validation task and on a task of a held-out family, so the release
+    has rows in every split; plus a CUDA attempt, which a CPU grader cannot run (`unsupported_on_backend`)."""
+    rows = [json.loads(ln) for ln in lines]
+    out = [next(r for r in rows if r["task_id"] == task and r["extra"].get("intended") == "compile_error")
+           for task in (VALIDATION_TASK, HELDOUT_TASK)]
+    cuda = next(r for r in rows if r["task_id"] == CUDA_TASK and r["extra"].get("intended") == "compile_error")
+    out.append({**cuda, "attempt_id": CUDA_ATTEMPT, "trajectory_id": CUDA_ATTEMPT, "turn": 1, "language": "cuda"})
+    return [json.dumps(r).encode() for r in out]
+
+
+def release_env(root: Path) -> dict[str, str]:
+    """Environment of a release project folder: its inputs and checkpoint pair live in the folder itself."""
+    env = project_env(root, (root / "attempts.jsonl", root / "malformed.jsonl"))
+    env["KERNELTRAJ_CHECKPOINTS"] = os.pathsep.join(str(root / "checkpoints" / f) for f in ("baseline.jsonl",
+                                                                                          "treatment.jsonl"))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
+    return env
+
+
+@dataclass
+class ReleaseProject:
+    root: Path
+    env: dict[str, str]
+    release: subprocess.CompletedProcess
+    """The second, completed `kerneltraj release`."""
+    attempts_file: Path
+    malformed_file: Path
+    killed_run_grades: list[dict]
+    """Grades the first, killed release had committed before it died."""
+
+    @property
+    def settings(self):
+        from pipelines.resources import Settings
+
+        return Settings.from_env(self.env)
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        proc = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=self.env, cwd=self.root,
+                              capture_output=True, text=True, timeout=120)
+        if check:
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc
+
+    def copy(self, dest: Path) -> Path:
+        """A copy of the whole project folder (warehouse, Dagster instance, release) for a test that changes it."""
+        shutil.copytree(self.root, dest)
+        return dest
+
+
+def committed_grades(warehouse: Path) -> list[dict] | None:
+    """Grades visible to a reader now; None while the release holds the file's write lock."""
+    import duckdb
+
+    from pipelines.warehouse import query_dicts
+
+    if not warehouse.exists():
+        return []
+    try:
+        con = duckdb.connect(str(warehouse), read_only=True)
+    except duckdb.IOException:
+        return None
+    try:
+        return query_dicts(con, "SELECT attempt_id, grading_pass, status, run_id, graded_at FROM graded_attempts")
+    except duckdb.CatalogException:
+        return []
+    finally:
+        con.close()
+
+
+def write_release_inputs(root: Path, demo_files: tuple[Path, Path]) -> None:
+    """The shared release's inputs: the cheat-rich demo subset (`select_subset`), the split attempts (rows in
+    every split and one CUDA attempt), the first malformed lines and a quick checkpoint pair."""
+    attempts, malformed = demo_files
+    lines = [ln for ln in attempts.read_bytes().split(b"\n") if ln.strip()]
+    picked = select_subset(lines)
+    ids = {json.loads(ln)["attempt_id"] for ln in picked}
+    picked += [ln for ln in split_attempts(lines) if json.loads(ln)["attempt_id"] not in ids]
+    (root / "attempts.jsonl").write_bytes(b"\n".join(picked) + b"\n")
+    bad = [ln for ln in malformed.read_bytes().split(b"\n") if ln.strip()][:SUBSET_MALFORMED_LINES]
+    (root / "malformed.jsonl").write_bytes(b"\n".join(bad) + b"\n")
+    (root / "checkpoints").mkdir()
+    checkpoint_pair(root / "checkpoints")
+
+
+@pytest.fixture(scope="session")
+def release_project(tmp_path_factory, demo_files) -> ReleaseProject:
+    """One release materialised by the real CLI, once per session, for every test that only reads it
+    (tests/test_pipeline.py, tests/test_publish.py, tests/test_browser.py): a first `kerneltraj release` is
+    killed (SIGKILL, whole process group) once it has committed grades, then a second runs to completion.
+    A test that changes the project works on `ReleaseProject.copy`."""
+    root = tmp_path_factory.mktemp("release_project")
+    write_release_inputs(root, demo_files)
+    env = release_env(root)
+    from pipelines.resources import Settings
+
+    warehouse = Settings.from_env(env).warehouse_path
+    first = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "release"], env=env, cwd=root,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + RELEASE_TIMEOUT_S
+    try:
+        while time.monotonic() < deadline and first.poll() is None:
+            if committed_grades(warehouse):
+                # Kill the whole process group: the CLI and its grader workers, mid-run.
+                os.killpg(first.pid, signal.SIGKILL)
+                break
+            time.sleep(0.5)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+    kept = committed_grades(warehouse) or []
+    assert kept, "the first release never committed a grade before the deadline"
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "release"], env=env, cwd=root,
+                          capture_output=True, text=True, timeout=RELEASE_TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return ReleaseProject(root, env, proc, root / "attempts.jsonl", root / "malformed.jsonl", kept)

@@ -1,7 +1,7 @@
 """The Dagster UI over a materialised release, driven by a real headless Chromium through Playwright.
 
-`dagster-webserver -m pipelines.definitions` serves a project holding one small release (built once per
-session by tests.test_publish.small_release, whose Dagster instance comes from dagster_home/dagster.yaml);
+`dagster-webserver -m pipelines.definitions` serves a project holding one small release (the session's shared
+`release_project` of tests/conftest.py, whose Dagster instance comes from dagster_home/dagster.yaml);
 the tests read what a person would see: no pop-up over the first page, the asset graph, the reward-against-
 speed picture drawn on `graded_attempts`' page and its figures under Plots, the `release` asset's upstream
 lineage and its checks. With KERNELTRAJ_WRITE_SCREENSHOT=1 the full asset graph is saved to
@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
-from tests.test_publish import small_project_env, small_release
+from tests.conftest import REPO_ROOT, release_env
 
 pytestmark = pytest.mark.browser
 
@@ -43,17 +42,17 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def ui_url(tmp_path_factory, demo_files):
+def ui_url(tmp_path_factory, request):
     if not CHROMIUM.is_file():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
     if shutil.which("dagster-webserver") is None:
         pytest.skip("dagster-webserver is not on PATH")
-    project = small_release(tmp_path_factory, demo_files)
+    project = request.getfixturevalue("release_project").root  # built only once the UI can be tested
     port = _free_port()
     log = tmp_path_factory.mktemp("webserver") / "webserver.log"
     with log.open("w") as out:
         proc = subprocess.Popen(["dagster-webserver", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)],
-                                env=small_project_env(project), cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+                                env=release_env(project), cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_S

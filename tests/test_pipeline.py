@@ -9,11 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import dagster as dg
@@ -28,9 +23,7 @@ from grader.contract import GRADER_VERSION, REWARD_FLOOR, GradeResult, Reason, S
 from pipelines.definitions import RELEASE_JOB, build_defs
 from pipelines.resources import AttemptSources, GradeOutcome, Settings, Warehouse
 from pipelines.warehouse import connect, load_sql, query_dicts, scalar
-from tests.conftest import REPO_ROOT, project_env
-
-RELEASE_TIMEOUT_S = 240
+from tests.conftest import ReleaseProject
 
 
 # ---- warehouse ------------------------------------------------------------------------------
@@ -112,73 +105,11 @@ def test_ingest_accounts_every_input_line(instance, tmp_path, demo_subset):
 
 # ---- the whole release, end to end -----------------------------------------------------------
 
-@dataclass
-class Project:
-    root: Path
-    env: dict[str, str]
-    release: subprocess.CompletedProcess
-    attempts_file: Path
-    malformed_file: Path
-    killed_run_grades: list[dict]
-    """Grades the first, killed release had committed before it died."""
-
-    @property
-    def settings(self) -> Settings:
-        return Settings.from_env(self.env)
-
-    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=self.env, cwd=self.root,
-                              capture_output=True, text=True, timeout=120)
-        if check:
-            assert proc.returncode == 0, proc.stderr[-3000:]
-        return proc
-
-
-def _committed_grades(warehouse: Path) -> list[dict] | None:
-    """Grades visible to a reader now; None while the release holds the file's write lock."""
-    if not warehouse.exists():
-        return []
-    try:
-        con = duckdb.connect(str(warehouse), read_only=True)
-    except duckdb.IOException:
-        return None
-    try:
-        return query_dicts(con, "SELECT attempt_id, grading_pass, status, run_id, graded_at FROM graded_attempts")
-    except duckdb.CatalogException:
-        return []
-    finally:
-        con.close()
-
-
 @pytest.fixture(scope="module")
-def project(tmp_path_factory, demo_subset) -> Project:
-    """A release killed (SIGKILL) once it has committed grades, then run again to completion."""
-    root = tmp_path_factory.mktemp("project")
-    env = project_env(root, demo_subset)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
-    warehouse = Settings.from_env(env).warehouse_path
-    first = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "release"], env=env, cwd=root,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + RELEASE_TIMEOUT_S
-    kept: list[dict] = []
-    try:
-        while time.monotonic() < deadline and first.poll() is None:
-            rows = _committed_grades(warehouse)
-            if rows:
-                # Kill the whole process group: the CLI and its grader workers, mid-run.
-                os.killpg(first.pid, signal.SIGKILL)
-                break
-            time.sleep(0.5)
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        first.wait(timeout=30)
-    kept = _committed_grades(warehouse) or []
-    assert kept, "the first release never committed a grade before the deadline"
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "release"], env=env, cwd=root,
-                          capture_output=True, text=True, timeout=RELEASE_TIMEOUT_S)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    return Project(root, env, proc, *demo_subset, kept)
+def project(release_project: ReleaseProject) -> ReleaseProject:
+    """The session's shared release (tests/conftest.py): a release killed (SIGKILL) once it had committed
+    grades, then run again to completion."""
+    return release_project
 
 
 @pytest.fixture()
@@ -188,7 +119,7 @@ def project_instance(project, monkeypatch):
         yield inst
 
 
-def _input_lines(p: Project) -> int:
+def _input_lines(p: ReleaseProject) -> int:
     return sum(len([ln for ln in f.read_bytes().split(b"\n") if ln.strip()])
                for f in (p.attempts_file, p.malformed_file))
 
@@ -299,16 +230,25 @@ def test_lineage_walks_back_to_file_line_grades_run_and_fingerprint(project, pro
 
 
 @pytest.mark.slow
-def test_second_materialisation_resumes_without_regrading(project, project_instance):
-    """Nothing already judged is graded again; only grader failures (infra_error) would be retried."""
-    settings = project.settings
+def test_second_materialisation_resumes_without_regrading(project, tmp_path, monkeypatch):
+    """Nothing already judged is graded again; only grader failures (infra_error) would be retried.
+
+    Runs on a copy of the shared project (warehouse, Dagster instance and release), which the other tests read."""
+    copy = project.copy(tmp_path / "copy")
+    env = {**project.env, "KERNELTRAJ_STATE_DIR": str(copy / "state"), "KERNELTRAJ_SPLITS": str(copy / "splits"),
+           "DAGSTER_HOME": str(copy / "dagster_home")}
+    for k, v in env.items():  # in process, assets read the same variables the CLI gave the release
+        monkeypatch.setenv(k, v)
+    settings = Settings.from_env(env)
+    assert settings.warehouse_path != project.settings.warehouse_path
     query = "SELECT attempt_id, grading_pass, status, run_id, graded_at FROM graded_attempts ORDER BY 1, 2"
     with connect(settings.warehouse_path, read_only=True) as con:
         before = query_dicts(con, query)
     retried = {p: sum(1 for r in before if r["grading_pass"] == p and r["status"] == "infra_error")
                for p in ("primary", "revalidation")}
     job = build_defs(settings).resolve_job_def(RELEASE_JOB)
-    result = job.execute_in_process(instance=project_instance, raise_on_error=False)
+    with dg.DagsterInstance.get() as copy_instance:
+        result = job.execute_in_process(instance=copy_instance, raise_on_error=False)
     assert result.success
     md = result.asset_materializations_for_node("graded_attempts")[0].metadata
     assert md["graded_this_run"].value == retried["primary"]

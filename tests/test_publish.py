@@ -1,8 +1,8 @@
 """Publishing a real (small) release through `kerneltraj publish` and the `published_release` asset to a
 local Hub on 127.0.0.1 (pipelines.hub_server, git-backed), then loading it back with `datasets`.
 
-The release is materialised once per pytest session by the real CLI on a 2-attempt slice of the demo
-corpus (`small_release`, also used by tests/test_browser.py).
+The release is materialised once per pytest session by the real CLI on a slice of the demo corpus
+(`release_project` in tests/conftest.py, also read by tests/test_pipeline.py and tests/test_browser.py).
 """
 from __future__ import annotations
 
@@ -21,85 +21,18 @@ import pytest
 
 from pipelines.hub_server import LocalHub
 from pipelines.resources import Settings
-from tests.conftest import REPO_ROOT, project_env, select_subset
+from tests.conftest import CUDA_ATTEMPT, HELDOUT_TASK, REPO_ROOT, VALIDATION_TASK, release_env
 
 pytestmark = pytest.mark.hub
 
 TOKEN = "hf_local_publish_token"
 REPO = "kerneltraj/publish-test"
-SMALL_RELEASE_ATTEMPTS = 2
-RELEASE_TIMEOUT_S = 240
-VALIDATION_TASK = "cross_entropy_fp32"
-HELDOUT_TASK = "attention_fp16"
-"""A task of the held-out family `attention` (splits/split_manifest-v1.json)."""
-CUDA_TASK = "gelu_fp32"
-CUDA_ATTEMPT = "publish-test.cuda.gelu.t1"
-
-
-def _checkpoint_pair(out: Path) -> Path:
-    """One baseline and one treatment attempt of the same task, both quick to grade on CPU.
-
-    The release job also runs the learning comparison, which grades every checkpoint attempt each run;
-    the demo's 40 would take minutes, and this file is about publishing, not about that comparison."""
-    ckpt = REPO_ROOT / "demo" / "checkpoints"
-    base = [json.loads(ln) for ln in (ckpt / "baseline.jsonl").read_text().splitlines() if ln.strip()]
-    treat = [json.loads(ln) for ln in (ckpt / "treatment.jsonl").read_text().splitlines() if ln.strip()]
-
-    def quick(rec: dict) -> bool:
-        return rec.get("extra", {}).get("intended") not in ("correct_fast", "hang")
-
-    b = next(r for r in base if quick(r) and any(t["task_id"] == r["task_id"] and quick(t) for t in treat))
-    t = next(r for r in treat if r["task_id"] == b["task_id"] and quick(r))
-    (out / "baseline.jsonl").write_text(json.dumps(b) + "\n")
-    (out / "treatment.jsonl").write_text(json.dumps(t) + "\n")
-    return out
-
-
-def split_attempts(lines: list[bytes]) -> list[bytes]:
-    """Quick attempts (compile errors) on a validation task and on a task of a held-out family, so the release
-    has rows in every split; plus a CUDA attempt, which a CPU grader cannot run (`unsupported_on_backend`)."""
-    rows = [json.loads(ln) for ln in lines]
-    out = [next(r for r in rows if r["task_id"] == task and r["extra"].get("intended") == "compile_error")
-           for task in (VALIDATION_TASK, HELDOUT_TASK)]
-    cuda = next(r for r in rows if r["task_id"] == CUDA_TASK and r["extra"].get("intended") == "compile_error")
-    out.append({**cuda, "attempt_id": CUDA_ATTEMPT, "trajectory_id": CUDA_ATTEMPT, "turn": 1, "language": "cuda"})
-    return [json.dumps(r).encode() for r in out]
-
-
-def small_project_env(root: Path) -> dict[str, str]:
-    env = project_env(root, (root / "attempts.jsonl", root / "malformed.jsonl"))
-    env["KERNELTRAJ_CHECKPOINTS"] = os.pathsep.join(str(root / "checkpoints" / f) for f in ("baseline.jsonl",
-                                                                                          "treatment.jsonl"))
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), env.get("PYTHONPATH", "")])
-    return env
-
-
-def small_release(tmp_path_factory: pytest.TempPathFactory, demo_files: tuple[Path, Path]) -> Path:
-    """A project folder holding one release materialised by `kerneltraj release`; built once per session."""
-    root = tmp_path_factory.getbasetemp() / "small_release"
-    if (root / "built").exists():
-        return root
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir()
-    attempts, malformed = demo_files
-    lines = [ln for ln in attempts.read_bytes().split(b"\n") if ln.strip()]
-    picked = select_subset(lines, SMALL_RELEASE_ATTEMPTS) + split_attempts(lines)
-    (root / "attempts.jsonl").write_bytes(b"\n".join(picked) + b"\n")
-    bad = [ln for ln in malformed.read_bytes().split(b"\n") if ln.strip()][:1]
-    (root / "malformed.jsonl").write_bytes(b"\n".join(bad) + b"\n")
-    (root / "checkpoints").mkdir()
-    _checkpoint_pair(root / "checkpoints")
-    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "release"], env=small_project_env(root),
-                          cwd=root, capture_output=True, text=True, timeout=RELEASE_TIMEOUT_S)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    (root / "built").touch()
-    return root
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory, demo_files) -> Path:
-    return small_release(tmp_path_factory, demo_files)
+def project(release_project) -> Path:
+    """The folder of the session's shared release (tests/conftest.py `release_project`)."""
+    return release_project.root
 
 
 @pytest.fixture(scope="module")
@@ -109,12 +42,12 @@ def hub(tmp_path_factory):
 
 
 def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env or small_project_env(root),
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env or release_env(root),
                           cwd=root, capture_output=True, text=True, timeout=180)
 
 
 def hub_env(root: Path, hub: LocalHub) -> dict[str, str]:
-    return {**small_project_env(root), "HF_TOKEN": TOKEN, "KERNELTRAJ_HUB_ENDPOINT": hub.url,
+    return {**release_env(root), "HF_TOKEN": TOKEN, "KERNELTRAJ_HUB_ENDPOINT": hub.url,
             "KERNELTRAJ_HUB_REPO": REPO}
 
 
@@ -146,7 +79,7 @@ def test_unconfigured_publish_says_what_to_set(project):
 
 def test_dry_run_writes_the_exact_commit_without_network(project, tmp_path):
     # An endpoint nothing listens on: any request would fail the command.
-    env = {**small_project_env(project), "KERNELTRAJ_HUB_ENDPOINT": "http://127.0.0.1:9", "KERNELTRAJ_HUB_REPO": REPO}
+    env = {**release_env(project), "KERNELTRAJ_HUB_ENDPOINT": "http://127.0.0.1:9", "KERNELTRAJ_HUB_REPO": REPO}
     proc = cli(project, "publish", "--dry-run", str(tmp_path / "dry"), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     manifest = json.loads((tmp_path / "dry" / "manifest.json").read_text())
@@ -264,7 +197,7 @@ def test_every_reward_says_where_it_was_measured_and_if_it_was_rechecked(project
         print(json.dumps(out, default=str))
     """)
     turns = {t["attempt_id"]: t for t in got["turns"]}
-    assert len(turns) == SMALL_RELEASE_ATTEMPTS + 3
+    assert len(turns) == len((project / "attempts.jsonl").read_text().splitlines())
     for t in turns.values():
         assert t["backend"] == "cpu" and t["device"] == "cpu", t
         assert t["revalidation_state"] in REVALIDATION_STATES, t
@@ -302,7 +235,7 @@ def test_release_card_describes_every_column_and_names_each_sources_licence(proj
     from pipelines.markup import card_body
     from pipelines.release_card import describe, licences
 
-    folder = Settings.from_env(small_project_env(project)).releases_dir / "v0.1.0"
+    folder = Settings.from_env(release_env(project)).releases_dir / "v0.1.0"
     card = (folder / "README.md").read_text()
     front, body = yaml.safe_load(card.split("---\n")[1]), card_body(card)
     for config in CONFIGS:
