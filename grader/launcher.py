@@ -177,7 +177,11 @@ class Slot:
         """pid -> role ("candidate", "expert", "reference") of every worker of this slot now alive."""
         self.config = {
             "device": device, "hide": hide, "reveal": list(reveal), "tmp_mb": tmp_mb, "uid": self.uid, "nproc": 512, "nofile": 1024,
-            "fsize_mb": 512, "address_space_mb": address_space_mb if device == "cpu" else None,
+            # RLIMIT_FSIZE also caps the memfds that carry outputs, inputs and float64 answers to the parent;
+            # a GPU task's can be gigabytes (H200 run 19: EFBIG on 4 CUDA-L1 outputs). It caps one file, so it
+            # never bounded a worker's disk use (its scratch is a tmpfs of tmp_mb; the log cap is checked).
+            "fsize_mb": 512 if device == "cpu" else 65536,
+            "address_space_mb": address_space_mb if device == "cpu" else None,
             "env": base_env(device), "fallback_scratch": f"/tmp/kerneltraj-slot{index}",
             "cpus": slot_cpus(index, slots) if device != "cpu" else None,
         }

@@ -227,6 +227,12 @@ class Worker:
         if self.cuda:
             torch.cuda.init()
             torch.cuda.set_device(0)
+        # float32 means float32 for every worker, expert and candidate alike: cuDNN's default of TF32
+        # convolutions (10-bit mantissas) would fail an honest fp32 module against the float64 reference
+        # (H200 run 19: every KernelBench convolution task) and time the expert on a downgraded path. A
+        # candidate may turn it back on; its outputs then answer to the fp32 tolerance.
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
         self._Tensor = torch.Tensor
         # C methods, bound now: a replaced Tensor.clone or Tensor.copy_ is never what the worker calls.
         base = torch._C.TensorBase
