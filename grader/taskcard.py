@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DTYPES = ("float32", "float16", "bfloat16", "int64", "int32")
-INPUT_DTYPES = DTYPES + ("bool",)
-"""An input may also be a boolean mask (drawn as 0/1 integers)."""
 
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     # (atol, rtol) against a float64 reference; fp32 is strict so precision downgrades fail.
@@ -33,6 +31,7 @@ class InputSpec:
     shape: tuple[str | int, ...]
     """Axis names (looked up in the size dict) or fixed integers."""
     dtype: str = "float32"
+    """One of DTYPES, or `bool` (a mask: drawn as 0/1 integers)."""
     dist: str = "normal"
     """`normal` (mean + std * randn), `uniform` (low..high), `randint` (low..high-1, ints), or `scalar`: not a
     tensor but the Python number `low` (an int for integer dtypes), the same in every call."""
