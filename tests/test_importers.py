@@ -107,9 +107,13 @@ def test_cuda_l1_cards(cuda_l1: ImportBatch) -> None:
     cards = {c.task_id: c for c in cuda_l1.cards}
     mm = cards["kernelbench_L1_001"]
     assert [i.shape for i in mm.inputs] == [("N", "N"), ("N", "N")]
-    assert mm.public_sizes["gpu"] == ({"N": 2048},) and mm.output_shape == (2048, 2048)
-    assert mm.hidden_sizes == {} and "get_inputs()" in mm.hidden_sizes_note
-    assert all(c.hidden_sizes == {} and c.hidden_sizes_note for c in cards.values())
+    assert mm.public_sizes["gpu"] == ({"N": 2048},) and mm.output_shape == ("N", "N")
+    # hidden sizes rebind the one size constant that leads every input and that only get_inputs reads
+    assert mm.hidden_sizes["gpu"] == ({"N": 1024}, {"N": 2047}) and not mm.hidden_sizes_note
+    assert all(bool(c.hidden_sizes) != bool(c.hidden_sizes_note) for c in cards.values())
+    assert sum(bool(c.hidden_sizes) for c in cards.values()) >= 200, "most tasks get hidden sizes"
+    rnn = cards["kernelbench_L3_035"]  # its reference reads batch_size itself (h0), so it keeps one size
+    assert rnn.hidden_sizes == {} and "batch_size is read outside get_inputs" in rnn.hidden_sizes_note
     assert all(c.family and c.lineage.startswith("kernelbench/L") for c in cards.values())
     # inputs that are not plain random tensors are read as draws plus steps, or as plain numbers
     assert cuda_l1.rejected == [], [(q.origin, q.reason) for q in cuda_l1.rejected]

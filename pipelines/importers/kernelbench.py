@@ -42,8 +42,8 @@ except ImportError:  # pragma: no cover - exercised only before pipelines/famili
         return f"kernelbench_L{int(level)}_{int(task_id):03d}"
 
 FORMAT = "kernelbench"
-HIDDEN_SIZES_NOTE = ("KernelBench tasks declare one size through get_inputs(); "
-                     "no hidden sizes without a shape model")
+HIDDEN_SIZES_NOTE = ("KernelBench tasks declare one size through get_inputs(); hidden sizes rebind the "
+                     "batch axis where only get_inputs uses it: ")
 CPU_FLOP_BUDGET = 2e9
 """A task gets a `cpu` profile only when one reference call needs at most this many FLOPs ..."""
 CPU_BYTE_BUDGET = 64 << 20
@@ -357,6 +357,11 @@ class ModuleShape:
     """Constructor arguments from `get_init_inputs()`, when they fold to plain literals."""
     description: str
     """First line of the `Model` docstring."""
+    batch_axis: str | None = None
+    """The module constant that is every tensor input's leading dimension and that nothing but get_inputs
+    reads (so a hidden size may rebind it), or None."""
+    batch_note: str = ""
+    """Why there is no batch axis, when there is none."""
 
 
 def _function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
@@ -578,7 +583,29 @@ def _analyse(code: str) -> ModuleShape:
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
         specs = [InputSpec(**{**s.__dict__, "name": f"in{i}"}) for i, s in enumerate(specs)]
-    return ModuleShape(tuple(specs), size, _init_inputs(tree, env), _doc(model))
+    axis, why = _batch_axis(tree, fn, specs)
+    return ModuleShape(tuple(specs), size, _init_inputs(tree, env), _doc(model), axis, why)
+
+
+def _batch_axis(tree: ast.Module, get_inputs: ast.FunctionDef, specs: list[InputSpec]) -> tuple[str | None, str]:
+    """(axis, "") when one module constant leads every tensor input and is read nowhere but in get_inputs
+    (the reference, its constructor arguments and other constants never see it), else (None, why)."""
+    tensors = [s for s in specs if s.dist != "scalar"]
+    leads = {s.shape[0] if s.shape else None for s in tensors}
+    if len(leads) != 1 or not isinstance(next(iter(leads)), str):
+        return None, "its tensor inputs share no leading size constant"
+    axis = next(iter(leads))
+    inside = {id(n) for n in ast.walk(get_inputs)}
+    if any(isinstance(n, ast.Name) and n.id == axis and isinstance(n.ctx, ast.Load) and id(n) not in inside
+           for n in ast.walk(tree)):
+        return None, f"{axis} is read outside get_inputs"
+    return axis, ""
+
+
+def hidden_batches(b: int) -> list[int]:
+    """Sealed values of a batch axis the agent saw at `b`: half of it, and one less (an odd or unaligned
+    count), never more (the float64 reference pays for every element)."""
+    return sorted({max(1, b // 2), b - 1} - {b, 0})
 
 
 def _scalar(name: str, value: Any, i: int) -> InputSpec:
@@ -612,29 +639,38 @@ def _numel(spec_shape: Iterable[str | int], size: dict[str, int]) -> int:
     return _prod(size[d] if isinstance(d, str) else d for d in spec_shape)
 
 
-def task_card(level: int, problem: int, ref_code: str, shape: ModuleShape, probe: ProbeResult) -> TaskCard:
-    """The card of one KernelBench task (single size, PyTorch eager as its expert)."""
+def task_card(level: int, problem: int, ref_code: str, shape: ModuleShape, probe: ProbeResult,
+              hidden: dict[int, Any] | None = None) -> TaskCard:
+    """The card of one KernelBench task: its own size public, hidden sizes where its batch axis may be rebound
+    (`hidden`: hidden batch -> probe result there), PyTorch eager as its expert."""
     in_bytes = sum(_numel(s.shape, shape.size) * _IN_ELEM[s.dtype] for s in shape.inputs if s.dist != "scalar")
     out_numel = _prod(probe.shape)
+    axis = shape.batch_axis
+    out_axes = _output_axes(probe, axis, shape.size[axis], hidden or {}) if axis and hidden else (
+        shape.batch_note or "no hidden batch")
+    hidden_sizes = [dict(shape.size, **{axis: h}) for h in sorted(hidden or {})] if not isinstance(out_axes, str) else []
     family = classify_kernelbench(ref_code, level).value if classify_kernelbench else f"kernelbench_L{level}"
     reference = kernelbench_reference_source(ref_code)
     cpu_ok = (probe.flops is not None and probe.flops <= CPU_FLOP_BUDGET
               and in_bytes + out_numel * _ELEM[probe.dtype] <= CPU_BYTE_BUDGET)
+    in_expr = " + ".join(f"{'*'.join(map(str, s.shape)) or 1} * {_IN_ELEM[s.dtype]}"
+                         for s in shape.inputs if s.dist != "scalar") or "0"
+    out_dims = out_axes if not isinstance(out_axes, str) else tuple(probe.shape)
     return TaskCard(
         task_id=kernelbench_task_id(level, problem),
         family=family,
         lineage=f"kernelbench/L{level}",
         description=shape.description or f"KernelBench level {level} problem {problem}",
         inputs=shape.inputs,
-        output_shape=tuple(probe.shape),
+        output_shape=tuple(out_dims),
         output_dtype=probe.dtype,
         reference=reference,
         expert=reference,  # KernelBench's baseline is PyTorch eager: the reference module itself
         expert_kind="library",
         public_sizes={"gpu": (dict(shape.size),), **({"cpu": (dict(shape.size),)} if cpu_ok else {})},
-        hidden_sizes={},
-        bytes_moved=f"{in_bytes} + {out_numel} * E",
-        hidden_sizes_note=HIDDEN_SIZES_NOTE,
+        hidden_sizes={"gpu": tuple(hidden_sizes), **({"cpu": tuple(hidden_sizes)} if cpu_ok else {})} if hidden_sizes else {},
+        bytes_moved=f"{in_expr} + {'*'.join(map(str, out_dims)) or 1} * E",
+        hidden_sizes_note="" if hidden_sizes else HIDDEN_SIZES_NOTE + f"none here, {out_axes}",
         init_inputs=repr(shape.init_inputs) if shape.init_inputs is not None else (probe.init_inputs or ""),
     )
 
@@ -650,25 +686,50 @@ def build_cards(tasks: dict[tuple[int, int], str], probe: Callable = probe_outpu
         except TaskReject as r:
             out[key] = r
     jobs = {f"{lv}:{p}": (tasks[(lv, p)], _probe_inputs(sh)) for (lv, p), sh in shapes.items()}
+    for (lv, p), sh in shapes.items():  # the same reference at each hidden batch: how its output follows
+        if sh.batch_axis:
+            for h in hidden_batches(sh.size[sh.batch_axis]):
+                jobs[f"{lv}:{p}:h{h}"] = (tasks[(lv, p)], _probe_inputs(sh, {sh.batch_axis: h}))
     results = probe(jobs) if jobs else {}
     for (lv, p), sh in shapes.items():
         res = results.get(f"{lv}:{p}") or TaskReject("probe_failed", "no probe result")
         if isinstance(res, TaskReject):
             out[(lv, p)] = res
             continue
+        hidden = ({h: results.get(f"{lv}:{p}:h{h}") for h in hidden_batches(sh.size[sh.batch_axis])}
+                  if sh.batch_axis else {})
         try:
-            out[(lv, p)] = task_card(lv, p, tasks[(lv, p)], sh, res)
+            out[(lv, p)] = task_card(lv, p, tasks[(lv, p)], sh, res, hidden)
         except Exception as e:  # noqa: BLE001 - the family classifier parses hostile text too: one task fails
             out[(lv, p)] = TaskReject("bad_reference", f"{type(e).__name__}: {str(e)[:120]}")
     return out
 
 
-def _probe_inputs(sh: ModuleShape) -> list[dict]:
+def _probe_inputs(sh: ModuleShape, rebind: dict[str, int] | None = None) -> list[dict]:
     from types import SimpleNamespace
 
     from grader.inputs import resolve_specs
 
-    return resolve_specs(SimpleNamespace(inputs=sh.inputs), sh.size)
+    return resolve_specs(SimpleNamespace(inputs=sh.inputs), {**sh.size, **(rebind or {})})
+
+
+def _output_axes(public: ProbeResult, axis: str, b: int, hidden: dict[int, Any]) -> tuple[str | int, ...] | str:
+    """The output shape over the batch axis, from the probes at the public and the hidden batches; a str says
+    why there is none (a dimension that neither stays nor follows the batch, a probe that failed)."""
+    for h, r in hidden.items():
+        if not isinstance(r, ProbeResult):
+            return f"the reference failed at {axis}={h} ({getattr(r, 'reason', 'no probe result')[:80]})"
+        if len(r.shape) != len(public.shape) or r.dtype != public.dtype:
+            return f"its output at {axis}={h} has another rank or dtype"
+    dims: list[str | int] = []
+    for i, d in enumerate(public.shape):
+        if d == b and all(r.shape[i] == h for h, r in hidden.items()):
+            dims.append(axis)
+        elif all(r.shape[i] == d for r in hidden.values()):
+            dims.append(int(d))
+        else:
+            return f"output dimension {i} ({d}) neither stays nor follows {axis}"
+    return tuple(dims)
 
 
 def language_of(code: str) -> str:
