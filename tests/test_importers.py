@@ -116,7 +116,8 @@ def test_cuda_l1_cards(cuda_l1: ImportBatch) -> None:
     assert rnn.hidden_sizes == {} and "batch_size is read outside get_inputs" in rnn.hidden_sizes_note
     assert all(c.family and c.lineage.startswith("kernelbench/L") for c in cards.values())
     # inputs that are not plain random tensors are read as draws plus steps, or as plain numbers
-    assert cuda_l1.rejected == [], [(q.origin, q.reason) for q in cuda_l1.rejected]
+    refused = {q.origin: q.reason_code for q in cuda_l1.rejected}  # vanilla RNNs carry their hidden state
+    assert refused == {"kernelbench L3/T33": "stateful_reference", "kernelbench L3/T34": "stateful_reference"}
     assert [i.post for i in cards["kernelbench_L1_014"].inputs] == [("triu",), ("triu",)]  # upper-triangular
     scalar = cards["kernelbench_L1_005"].inputs[1]  # a Python float among the inputs
     assert (scalar.dist, scalar.low, scalar.shape) == ("scalar", 3.14, ())
@@ -629,3 +630,21 @@ def test_task_files_that_shape_their_inputs_become_cards_and_grade_modelnew_with
     results = {r["attempt_id"]: r for r in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
     assert results["honest"]["status"] == "correct", results["honest"]["reason"]
     assert results["wrong"]["status"] == "wrong_output", results["wrong"]["reason"]
+
+
+def test_a_reference_that_keeps_state_between_calls_is_refused_with_the_attribute_named() -> None:
+    """Its answer depends on how often it was called before, and a grade calls a candidate many more times
+    than the reference: no honest candidate could pass (CUDA-L1 L3:T34 on the H200)."""
+    from pipelines.importers import TaskReject
+    from pipelines.importers.kernelbench import analyse_module
+
+    code = ("import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.h = torch.zeros(4)\n    def forward(self, x):\n        self.h = torch.tanh(x + self.h)\n"
+            "        return self.h\nB = 4\ndef get_inputs():\n    return [torch.randn(B)]\n"
+            "def get_init_inputs():\n    return []\n")
+    with pytest.raises(TaskReject, match="assigns self.h") as refused:
+        analyse_module(code)
+    assert refused.value.code == "stateful_reference"
+    for stateless in ("return torch.tanh(x + self.h)", "self.h = self.h.to(x.device)\n        return x + self.h"):
+        assert analyse_module(code.replace("self.h = torch.tanh(x + self.h)\n        return self.h",
+                                           stateless)).size == {"B": 4}

@@ -552,6 +552,7 @@ def _analyse(code: str) -> ModuleShape:
     fn = _function(tree, "get_inputs")
     if model is None or fn is None:
         raise TaskReject("bad_reference", "reference lacks class Model or get_inputs()")
+    _refuse_state(model)
     env, size = _module_env(tree), {}
     local: dict[str, Any] = {}
     specs: list[InputSpec] | None = None
@@ -585,6 +586,30 @@ def _analyse(code: str) -> ModuleShape:
         specs = [InputSpec(**{**s.__dict__, "name": f"in{i}"}) for i, s in enumerate(specs)]
     axis, why = _batch_axis(tree, fn, specs)
     return ModuleShape(tuple(specs), size, _init_inputs(tree, env), _doc(model), axis, why)
+
+
+def _refuse_state(model: ast.ClassDef) -> None:
+    """A forward that assigns to `self` carries state from call to call (an RNN's hidden state): the grader
+    calls a candidate many more times than the reference, so the two could never be compared."""
+    for fn in (s for s in model.body if isinstance(s, ast.FunctionDef) and s.name == "forward"):
+        for node in ast.walk(fn):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self" \
+                        and not _moved_only(t.attr, node):
+                    raise TaskReject("stateful_reference", f"Model.forward assigns self.{t.attr}: the reference keeps "
+                                     "state from call to call, and a candidate called as often as grading needs "
+                                     "would drift from it (H200 run 20, CUDA-L1 L3:T34)")
+
+
+def _moved_only(attr: str, node: ast.AST) -> bool:
+    """`self.h0 = self.h0.to(x.device)` (or `.cuda()`, `.contiguous()`; KernelBench's LSTMs also write
+    `self.c0 = self.h0.to(x.device)`): an attribute's values, moved, the same in every call; not state."""
+    value = getattr(node, "value", None)
+    return (isinstance(node, ast.Assign) and isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+            and value.func.attr in ("to", "cuda", "contiguous") and isinstance(value.func.value, ast.Attribute)
+            and isinstance(value.func.value.value, ast.Name) and value.func.value.value.id == "self")
 
 
 def _batch_axis(tree: ast.Module, get_inputs: ast.FunctionDef, specs: list[InputSpec]) -> tuple[str | None, str]:
