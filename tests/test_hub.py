@@ -1,6 +1,6 @@
 """Publishing releases through the real huggingface_hub/datasets clients to a local Hub on 127.0.0.1.
 
-The local Hub (pipelines.hub_server) keeps each dataset repo as a real bare git repository, so these
+The local Hub (tests/hub_server.py) keeps each dataset repo as a real bare git repository, so these
 tests also check the git history the publisher leaves behind.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pytest
 from huggingface_hub.errors import RevisionNotFoundError
 
 from pipelines.hub import HubPublisher, HubPublishError, VersionPinnedError, scan_release
-from pipelines.hub_server import LOST_ANSWER, UNROUTED, LocalHub
+from tests.hub_server import LOST_ANSWER, UNROUTED, LocalHub
 
 pytestmark = pytest.mark.hub
 
@@ -364,7 +364,7 @@ def test_server_is_strict(hub: LocalHub) -> None:
 
 
 def test_cli_serves_until_terminated(tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.hub_server", "--port", "0", "--root",
+    proc = subprocess.Popen([sys.executable, "-m", "tests.hub_server", "--port", "0", "--root",
                              str(tmp_path / "root")], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

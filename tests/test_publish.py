@@ -1,5 +1,5 @@
 """Publishing a real (small) release through `kerneltraj publish` and the `published_release` asset to a
-local Hub on 127.0.0.1 (pipelines.hub_server, git-backed), then loading it back with `datasets`.
+local Hub on 127.0.0.1 (tests/hub_server.py, git-backed), then loading it back with `datasets`.
 
 The release is materialised once per pytest session by the real CLI on a slice of the demo corpus
 (`release_project` in tests/conftest.py, also read by tests/test_pipeline.py and tests/test_browser.py).
@@ -19,7 +19,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from pipelines.hub_server import LocalHub
+from tests.hub_server import LocalHub
 from pipelines.resources import Settings
 from tests.conftest import CUDA_ATTEMPT, HELDOUT_TASK, REPO_ROOT, VALIDATION_TASK, release_env
 

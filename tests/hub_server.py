@@ -1,13 +1,14 @@
 """A local stand-in for the Hugging Face Hub HTTP API, serving dataset repos from real git repositories.
 
 It speaks the subset of the Hub API that `huggingface_hub.HfApi` (2.x), `snapshot_download`,
-`HfFileSystem` and `datasets.load_dataset` use for a dataset repo, so tests and `--dry-run` publish
-through the real clients. Each repo is a bare git repository: every Hub commit is a git commit, every
-Hub tag a git tag, and file bodies are read back with `git cat-file`. Large files may go through the
-git-LFS batch API (objects kept beside the repos, pointers committed); the Xet protocol is not spoken,
-so no Xet header is ever sent and the client downloads over plain HTTP.
+`HfFileSystem` and `datasets.load_dataset` use for a dataset repo, so the tests publish through
+the real clients. It is a test double: it lives in tests/, never in the product. Each repo is a
+bare git repository: every Hub commit is a git commit, every Hub tag a git tag, and file bodies are
+read back with `git cat-file`. Large files may go through the git-LFS batch API (objects kept beside
+the repos, pointers committed); the Xet protocol is not spoken, so no Xet header is ever sent and the
+client downloads over plain HTTP.
 
-Run standalone: `python -m pipelines.hub_server --port 0 --root DIR` (prints the URL it serves).
+Run standalone: `python -m tests.hub_server --port 0 --root DIR` (prints the URL it serves).
 """
 from __future__ import annotations
 
@@ -956,7 +957,7 @@ def _tree_item(e: RepoEntry, store: GitRepoStore, repo_id: str, commit: str, exp
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m pipelines.hub_server", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tests.hub_server", description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, default=0, help="TCP port on 127.0.0.1 (0: any free port)")
     p.add_argument("--root", type=Path, required=True, help="directory holding the git repositories")
     p.add_argument("--token", default=None, help="token required for writes (default: none required)")
