@@ -33,8 +33,10 @@ PROGRESS_EVERY_S = 2.0
 _PROGRESS = re.compile(r"^grading progress \[(?P<grading_pass>\w+)\]: (?P<done>\d+)/(?P<total>\d+) attempts")
 
 
-def derive_seed(attempt_id: str, grading_pass: str) -> int:
-    """The root seed of one pass over one attempt: reproducible, and different for each pass."""
+def pass_seed(attempt_id: str, grading_pass: str) -> int:
+    """The request seed of one pass over one attempt (`GradeRequest.seed`): a label, reproducible and
+    different for each pass. It never decides an input: the grader draws its own root seed per grade
+    and derives each call's from it (`grader.inputs.derive_seed`)."""
     digest = hashlib.sha256(f"kerneltraj/{grading_pass}/{attempt_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
 
@@ -103,7 +105,7 @@ def grade_pending(context: AssetExecutionContext, backend: GradingBackend, wareh
     # The warehouse is closed while grading: the grader's workers never inherit its file handle.
     by_id = {p["attempt_id"]: p for p in pending}
     requests = [backend.request(p["attempt_id"], p["task_id"], p["source"], p["language"], p["entry_point"] or "run",
-                                derive_seed(p["attempt_id"], grading_pass)) for p in pending]
+                                pass_seed(p["attempt_id"], grading_pass)) for p in pending]
     total = len(requests)
     context.log.info(f"{grading_pass}: {total} attempts to grade, {already} already graded under "
                      f"grader {GRADER_VERSION} (resumed, not re-graded)")

@@ -6,7 +6,6 @@ the frozen split manifest: fast_p and mean reward with task-level bootstrap inte
 """
 
 import json
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -17,17 +16,13 @@ from assets.common import GROUP_CURATION, OWNER
 from grader.catalogue import load_catalogue
 from pipelines.learning import compare_checkpoints
 from pipelines.rawattempt import RawAttempt, parse_lines
-from pipelines.resources import REPO_ROOT, GradingBackend, ReleaseTarget, Warehouse, resolve_path
+from pipelines.resources import GradingBackend, ReleaseTarget, Settings, Warehouse, resolve_path
 from pipelines.splits import DEFAULT_POLICY, load_frozen
 from pipelines.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
-DEFAULT_CHECKPOINTS = (REPO_ROOT / "demo" / "checkpoints" / "baseline.jsonl",
-                       REPO_ROOT / "demo" / "checkpoints" / "treatment.jsonl")
-
-
 def checkpoint_files() -> list[Path]:
-    env = os.environ.get("KERNELTRAJ_CHECKPOINTS")
-    return [resolve_path(p) for p in env.split(os.pathsep)] if env else list(DEFAULT_CHECKPOINTS)
+    """The checkpoint attempt files the settings name (KERNELTRAJ_CHECKPOINTS, read in one place)."""
+    return [resolve_path(p) for p in Settings.from_env().checkpoints]
 
 
 @dg.asset(

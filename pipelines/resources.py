@@ -22,6 +22,7 @@ from pipelines import import_registry, warehouse
 
 REPO_ROOT = warehouse.REPO_ROOT
 DEFAULT_INPUTS = ("demo/attempts.jsonl", "demo/malformed.jsonl")
+DEFAULT_CHECKPOINTS = ("demo/checkpoints/baseline.jsonl", "demo/checkpoints/treatment.jsonl")
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,9 @@ class Settings:
     """Hub base URL releases are published to (KERNELTRAJ_HUB_ENDPOINT); the write token is read from HF_TOKEN."""
     hub_repo: str = ""
     """Hub dataset repo `namespace/name` (KERNELTRAJ_HUB_REPO); empty: publishing is not configured."""
+    checkpoints: tuple[str, ...] = DEFAULT_CHECKPOINTS
+    """Baseline then treatment checkpoint attempt files of the learning comparison (KERNELTRAJ_CHECKPOINTS,
+    os.pathsep-separated; relative to the repo)."""
 
     @staticmethod
     def from_env(env: dict[str, str] | None = None) -> "Settings":
@@ -86,6 +90,7 @@ class Settings:
             release_version=env.get("KERNELTRAJ_RELEASE_VERSION") or default_release_version(),
             hub_endpoint=env.get("KERNELTRAJ_HUB_ENDPOINT") or "https://huggingface.co",
             hub_repo=env.get("KERNELTRAJ_HUB_REPO", ""),
+            checkpoints=_paths(env.get("KERNELTRAJ_CHECKPOINTS")) or DEFAULT_CHECKPOINTS,
         )
 
 

@@ -15,7 +15,7 @@ import duckdb
 import pytest
 
 from assets.claims import audit_png, report_markdown
-from assets.grading import PASS_PRIMARY, commit_grades, derive_seed, grade_row
+from assets.grading import PASS_PRIMARY, commit_grades, pass_seed, grade_row
 from assets.ingest import attempt_row
 from grader.contract import GRADER_VERSION
 from pipelines import claims as cl
@@ -216,7 +216,7 @@ def test_real_cuda_l1_rows_are_counted_on_cpu(tmp_path: Path) -> None:
     backend = GradingBackend(mode="fresh", workers=1, profile="cpu", timeout_s=60, retries=0,
                              task_files=[str(out / "tasks.jsonl")])
     reqs = [backend.request(a.attempt_id, a.task_id, a.source, a.language, a.entry_point,
-                            derive_seed(a.attempt_id, PASS_PRIMARY)) for a in batch.attempts]
+                            pass_seed(a.attempt_id, PASS_PRIMARY)) for a in batch.attempts]
     outcomes = list(backend.grade(reqs))
     with connect(tmp_path / "w.duckdb") as con:
         with transaction(con):
