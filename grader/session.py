@@ -24,7 +24,7 @@ from grader.contract import (GRADER_VERSION, GradeRequest, GradeResult, Reason, 
 from grader.inputs import derive_seed, make_inputs, resolve_specs
 from grader.launcher import Slot, WorkerConn
 from grader.statics import static_findings
-from grader.taskcard import STRUCTURAL_OPS, TaskCard, bytes_floor, resolve_shape, size_key
+from grader.taskcard import DTYPE_BYTES, STRUCTURAL_OPS, TaskCard, bytes_floor, resolve_shape, size_key
 from grader.timing import median, median_ci, quantile
 
 
@@ -273,7 +273,7 @@ class _Size:
 def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float | None]:
     card = g.task.card
     out_shape = resolve_shape(card.output_shape, size)
-    elem = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}[card.output_dtype]
+    elem = DTYPE_BYTES[card.output_dtype]
     sz = _Size(key=size_key(size), hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape,
                out_nbytes=elem * _prod(out_shape))
     worst = _check_size(g, sz)

@@ -13,7 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-DTYPES = ("float32", "float16", "bfloat16", "int64", "int32")
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+"""Bytes per element of every dtype a card's output may have."""
+DTYPES = tuple(DTYPE_BYTES)
 
 DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
     # (atol, rtol) against a float64 reference; fp32 is strict so precision downgrades fail.
@@ -145,5 +147,5 @@ def resolve_shape(shape: tuple[str | int, ...], size: dict[str, int]) -> tuple[i
 
 def bytes_floor(card: TaskCard, size: dict[str, int]) -> float:
     """Least bytes one call must move (evaluated from the card's declared expression)."""
-    elem = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}[card.output_dtype]
+    elem = DTYPE_BYTES[card.output_dtype]
     return float(eval(card.bytes_moved, {"__builtins__": {}}, {**size, "E": elem}))  # trusted card text

@@ -28,7 +28,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
 from grader.adapters import flashinfer_candidate_source
-from grader.taskcard import TaskCard
+from grader.taskcard import DTYPE_BYTES, TaskCard
 from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, iter_lines, problems_of, quarantine,
                                  sha256_hex, type_problem)
 from pipelines.importers.kernelbench import MAX_DIM
@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover
 FORMAT = "flashinfer-bench"
 AGENT = "flashinfer-bench"
 MAX_FILE_BYTES = 4 << 20
-ELEM = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+ELEM = DTYPE_BYTES
 FLOAT_OUT = ("float32", "float16", "bfloat16")
 INTEGER_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 """Integer outputs (indices, samples, masks): they need a task-specific checker, not tolerances."""

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 from grader.adapters import kernelbench_reference_source
 from grader.contract import MAX_SOURCE_BYTES
-from grader.taskcard import InputSpec, TaskCard
+from grader.taskcard import DTYPE_BYTES, InputSpec, TaskCard
 from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, problems_of, quarantine, sha256_hex,
                                  type_problem)
 from pipelines.rawattempt import Quarantined, RawAttempt
@@ -52,7 +52,7 @@ MAX_DIM = 1 << 31
 _DTYPES = {"float32": "float32", "float": "float32", "float16": "float16", "half": "float16",
            "bfloat16": "bfloat16", "int64": "int64", "long": "int64", "int32": "int32", "int": "int32",
            "bool": "bool"}
-_ELEM = {"float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4}
+_ELEM = DTYPE_BYTES
 _IN_ELEM = {**_ELEM, "bool": 1}
 _NOOP_METHODS = {"contiguous", "cuda", "float"}
 
