@@ -4,7 +4,6 @@ The logic (what is compared with what, and why) is in `pipelines.claims`; this m
 claims files, writes the `claim_audit` table and renders the report (markdown and one picture).
 """
 
-import io
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -128,10 +127,9 @@ def audit_png(points: list[dict[str, Any]]) -> bytes:
 
     The diagonal is 'as claimed' with the tie band around it; bars show our interval. Claims we
     could not time sit on a strip at the bottom, so none disappears from the picture."""
-    import matplotlib
+    from pipelines.plots import png, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(7.5, 5), dpi=110)
     claimed = [p["claimed_speedup"] for p in points if p["claimed_speedup"]]
@@ -163,7 +161,4 @@ def audit_png(points: list[dict[str, Any]]) -> bytes:
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(alpha=0.25, which="both")
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)

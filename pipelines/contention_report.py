@@ -263,13 +263,9 @@ def _matrix_md(s: AgreementSummary) -> str:
 
 def report_png(rep: Report) -> bytes:
     """Agreement, ambiguity and false-fast rate per setting, beside the reward distortion (Δlog2 p10-p90)."""
-    import io
+    from pipelines.plots import png, pyplot
 
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     names = [f.setting for f in rep.settings] or ["(none)"]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4.2), dpi=110)
     width = 0.26
@@ -299,10 +295,7 @@ def report_png(rep: Report) -> bytes:
                                              ", ".join(sorted({f.device for f in rep.settings})) or "nothing"),
                  fontsize=10)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
 
 
 def dataset_card_section(con: duckdb.DuckDBPyConnection) -> str:

@@ -13,17 +13,31 @@ STATUS_COLOURS = {
 }
 
 
+def pyplot():
+    """matplotlib's pyplot on the file-only backend (no display anywhere we draw), imported on first use."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def png(fig) -> bytes:
+    """The figure as PNG bytes; the figure is closed."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    pyplot().close(fig)
+    return buf.getvalue()
+
+
 def reward_vs_speed_png(rows: Iterable[dict], title: str = "Reward against measured speed vs the expert") -> bytes:
     """rows: dicts with status, reward and measured_speedup_geomean (None when never timed).
 
     Honest kernels sit on the log2 curve; floored ones sit at -24 whatever the timer said, so a
     cheat the timer measured as fast shows up on the right of the floor line.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     rows = list(rows)
     fig, ax = plt.subplots(figsize=(8, 4.8), dpi=110)
     xs = [2 ** x for x in [i / 10 for i in range(-70, 41)]]
@@ -45,10 +59,7 @@ def reward_vs_speed_png(rows: Iterable[dict], title: str = "Reward against measu
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     ax.grid(alpha=0.25)
     fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
 
 
 NOT_GRADED_HERE = ("infra_error", "unsupported_on_backend")
