@@ -56,8 +56,6 @@ def blocking_check_keys() -> list[dg.AssetCheckKey]:
 
 def check_gate(instance: dg.DagsterInstance) -> tuple[dict[str, bool], list[str]]:
     """Latest outcome of each blocking check (True = passed) and the checks that bar a publish."""
-    from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus as S
-
     keys = blocking_check_keys()
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
     outcome: dict[str, bool] = {}
@@ -65,7 +63,7 @@ def check_gate(instance: dg.DagsterInstance) -> tuple[dict[str, bool], list[str]
     for key in keys:
         name = key.to_user_string()
         rec = latest.get(key)
-        passed = rec is not None and rec.status == S.SUCCEEDED
+        passed = rec is not None and rec.status.value == "SUCCEEDED"  # by value: the enum is not public API
         outcome[name] = passed
         if not passed:
             barred.append(f"{name} ({'never ran' if rec is None else rec.status.value.lower()})")
