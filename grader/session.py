@@ -174,6 +174,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
         if ext_cache is not None:
             sandbox_layers["ext_cache"].update(_ext_record(ext_cache, source, build_env, use, offer, reply, built))
+            g.build_failed = (sandbox_layers["ext_cache"].get("failed") or [""])[0]
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
             sr, m = _grade_size(g, size, hidden)
@@ -257,6 +258,8 @@ class _Grade:
     the candidate of one timed pair take the same ones."""
     digests: dict = field(default_factory=dict)
     """seed -> digest of the task-made inputs handed out for it, checked when the reference makes them again."""
+    build_failed: str = ""
+    """The error of the candidate's first extension build that raised at load (it may have fallen back)."""
     slack_used: float = 0.0
     """The largest expert-measured allowance (`compare.expert_slack`) a passing output needed; 0: none."""
 
@@ -316,16 +319,14 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
 
 
 def _check_size(g: _Grade, sz: _Size) -> float:
-    """Fully verified calls (the first one profiled for op names and kernels); the worst error seen."""
+    """Fully verified calls (the last one profiled for op names and kernels when the size has no warm-up
+    pairs); the worst error seen."""
     worst = 0.0
     t = time.perf_counter()
-    # One check call of every size is profiled: a library fallback taken only at some sizes shows. It is
-    # the second call when there is one: the first call at a size holds what runs once per process or
-    # per shape (a library's handles and their set-up on its own streams, cuDNN's benchmark search and
-    # other autotuning, a CUDA graph captured on a side stream), which no timed call repeats; the timed
-    # calls look like the later ones (H200 run 18: 25 of 48 CUDA-L1 attempts floored for a first call's
-    # set-up on another stream; run 22: cudnn.benchmark's search at a hidden size's first call).
-    profiled = 1 if g.effort.check_calls > 1 else 0
+    # One call of every size is profiled: a library fallback taken only at some sizes shows. Where the
+    # size has warm-up pairs (the GPU effort) it is one of the timing loop's calls, at a place drawn by the
+    # parent (`_time_size`); only without them (the CPU effort) is it the last check call here.
+    profiled = g.effort.check_calls - 1 if g.effort.warmup_pairs == 0 else None
     for i in range(g.effort.check_calls):
         seed = derive_seed(g.seed, sz.key, "check", i)
         t_call = time.perf_counter()
@@ -356,6 +357,14 @@ def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float, dict | No
     watch saw meanwhile)."""
     eff = g.effort
     max_reps = max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(sz.out_nbytes, 1)))
+    # The profiled call (its ops against the forbidden ops and the own-kernel rule, its kernels' streams) is
+    # drawn among the warm-up and timed calls, after the check calls: a size's first calls hold what runs
+    # once per process or shape (library handles set up on their own streams, cuDNN's benchmark search, a
+    # CUDA graph or torch.compile's recording on a side stream), which the timed calls do not repeat (H200
+    # runs 18, 22 and 23 floored real attempts for it at a fixed first or second call), and a candidate that
+    # counts its calls cannot know which one is watched. Its pair is not timed; a draw past the loop's end
+    # is an extra call after it.
+    probe_at = g.rng.randrange(eff.warmup_pairs + max_reps) if eff.warmup_pairs else None
     expert = _expert_worker(g)
     t = time.perf_counter()
     with _hold(g, "shared"):  # the expert's first call at a size may compile; profiled, as the candidate's
@@ -367,26 +376,32 @@ def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float, dict | No
         for w in range(eff.warmup_pairs):
             seed = derive_seed(g.seed, sz.key, "warmup", w)
             _expert_call(g, expert, sz, seed)
-            timed.append((_cand_call(g, sz, seed, keep_inputs=False)["idx"], seed))
+            timed.append((_cand_call(g, sz, seed, keep_inputs=False, profile=probe_at == w)["idx"], seed))
         t_size = time.monotonic()
         for r in range(max_reps):
             seed = derive_seed(g.seed, sz.key, "time", r)
+            watched_call = probe_at == eff.warmup_pairs + r
             if r % 2:
-                c = _cand_call(g, sz, seed, keep_inputs=False)
+                c = _cand_call(g, sz, seed, keep_inputs=False, profile=watched_call)
                 e = _expert_call(g, expert, sz, seed)
             else:
                 e = _expert_call(g, expert, sz, seed)
-                c = _cand_call(g, sz, seed, keep_inputs=False)
+                c = _cand_call(g, sz, seed, keep_inputs=False, profile=watched_call)
+            timed.append((c["idx"], seed))
+            if watched_call:  # the profiler's own cost is in this call: verified, never timed
+                continue
             cand_ms.append(c["ms"])
             exp_ms.append(e["ms"])
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
-            timed.append((c["idx"], seed))
-            if r + 1 >= eff.min_reps:
+            if len(logs) >= eff.min_reps:
                 lo, hi = median_ci(logs)
                 if (hi - lo) / 2 <= eff.target_log2_halfwidth or time.monotonic() - t_size > eff.size_budget_s:
                     break
+        if probe_at is not None and probe_at > eff.warmup_pairs + r:  # the draw fell past the loop's end
+            seed = derive_seed(g.seed, sz.key, "profiled")
+            timed.append((_cand_call(g, sz, seed, keep_inputs=False, profile=True)["idx"], seed))
         watched = None
         if mark is not None:  # still alone on the device: the pair is named, every other process reported
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
@@ -562,7 +577,9 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, profile: bool
             if extra:
                 raise Floor(Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE,
                             f"a {g.req.language} candidate computed with library ops {', '.join(extra[:6])}: only "
-                            "memory, layout and dtype ops are allowed beside its own kernels")
+                            "memory, layout and dtype ops are allowed beside its own kernels"
+                            + (f" (its own extension failed to build at load: {g.build_failed[-300:]})"
+                               if g.build_failed else ""))
     g.kernels.extend(reply.get("kernels", []) or [k.split(":", 1)[1] for k in reply.get("launches", {})])
     return reply
 
@@ -709,8 +726,11 @@ def _ext_record(cache: compile_cache.CompileCache, source: str, env, use: bool, 
             filed = 0
     offered = {m.get("material_sha256") for m in offer}
     claimed = reply.get("ext_served") if isinstance(reply.get("ext_served"), list) else []
+    failed = [f[:800] for f in reply.get("ext_failed", []) if isinstance(f, str)][:3] \
+        if isinstance(reply.get("ext_failed"), list) else []
     return {"served": len({d for d in claimed if isinstance(d, str) and d in offered}),
-            "built": len(reply["ext_built"]) if isinstance(reply.get("ext_built"), list) else 0, "filed": filed}
+            "built": len(reply["ext_built"]) if isinstance(reply.get("ext_built"), list) else 0, "filed": filed,
+            **({"failed": failed} if failed else {})}
 
 
 def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:

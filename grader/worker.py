@@ -405,7 +405,8 @@ class Worker:
         else:
             self.fn = box[0]
         self.runner.bury(box)
-        reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(hook.served)}
+        reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(hook.served),
+                 "ext_failed": [_text(f)[:800] for f in hook.failed[:3]]}
         try:  # candidate code ran in this interpreter: a report it broke is only a missed cache entry
             built, blob = hook.report()
             if built and len(json.dumps(built)) <= MAX_EXT_REPORT_HEADER and len(blob) <= wire.REPLY_PAYLOAD_CAP["load"]:
