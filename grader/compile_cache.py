@@ -402,7 +402,7 @@ def _build_error(text: str, limit: int = 800) -> str:
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
     errors = [ln for ln in lines if "error" in ln.lower() and not ln.startswith(("FAILED:", "/usr/", "c++ ", "nvcc "))]
     picked = errors[:4] + lines[-1:] if errors else lines[-6:]
-    return " | ".join(picked)[:limit]
+    return " | ".join(ln if len(ln) <= 240 else ln[:120] + " ... " + ln[-100:] for ln in picked)[:limit]
 
 
 def _import_extension(path: Path) -> Any:
