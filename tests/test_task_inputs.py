@@ -71,6 +71,7 @@ def test_an_expressible_task_keeps_its_drawn_inputs():
     assert "Assign" in analyse_module(task).own_inputs  # the reason the draw could not be read is kept
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ATTEMPTS))
 def test_each_attempt_gets_its_verdict_on_the_tasks_own_inputs(graded, name):
     r, (_, _, status, code) = graded[name], ATTEMPTS[name]
