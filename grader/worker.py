@@ -552,9 +552,9 @@ class Worker:
                                    "numbers only"}
         return values, None
 
-    def _own_layout(self, values: list, _type=type) -> tuple[list, list, dict]:
-        """Tensors, layout and digest of a task's own inputs: the digest is the blake2b of their bytes as
-        one sealed memfd holds them, and of the layout (shapes, dtypes, numbers)."""
+    def _own_layout(self, values: list, _type=type) -> tuple[list, dict]:
+        """Layout, sealed memfd and digest of a task's own inputs: the digest is the blake2b of their bytes as
+        the memfd holds them, and of the layout (shapes, dtypes, numbers)."""
         tensors = [v for v in values if _type(v) is self._Tensor]
         layout, i = [], 0
         for v in values:
@@ -564,7 +564,7 @@ class Worker:
             else:
                 layout.append({"n": v})
         metas, fd = wire.tensors_to_memfd(tensors)
-        return tensors, layout, {"metas": metas, "fd": fd, "digest": wire.memfd_digest(fd, [metas, layout])}
+        return layout, {"metas": metas, "fd": fd, "digest": wire.memfd_digest(fd, [metas, layout])}
 
     def _task_inputs(self, msg: dict):
         """A task's own inputs for `seed` (its `get_inputs()`, seeded), for the parent to hand to the
@@ -572,7 +572,7 @@ class Worker:
         values, err = self._own_inputs(int(msg["seed"]))
         if err is not None:
             return err, None
-        _, layout, packed = self._own_layout(values)
+        layout, packed = self._own_layout(values)
         return {"ok": True, "given": {"metas": packed["metas"], "layout": layout}, "digest": packed["digest"]}, \
             packed["fd"]
 
@@ -589,7 +589,7 @@ class Worker:
             values, err = self._own_inputs(int(msg["seed"]))
             if err is not None:
                 return err, None
-            _, _, packed = self._own_layout(values)
+            _, packed = self._own_layout(values)
             os.close(packed["fd"])
             digest = packed["digest"]
             inputs = [v.to(self.device) if _type(v) is self._Tensor else v for v in values]
