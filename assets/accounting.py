@@ -6,7 +6,7 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_RELEASE, OWNER, check_result, table_metadata
 from pipelines.resources import Warehouse
-from pipelines.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
+from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
 
 
 def accounting_sections(rows: list[dict]) -> dict[str, dict[str, float]]:

@@ -15,9 +15,10 @@ from dagster import AssetExecutionContext
 from assets.common import GROUP_GRADING, OWNER, check_result, picture, table_metadata
 from grader.labels import TIE_BAND_LOG2
 from pipelines import claims as cl
-from pipelines.markup import md_escape
-from pipelines.resources import AttemptSources, Warehouse, resolve_path
-from pipelines.warehouse import load_sql, markdown_table, query_dicts, scalar, transaction
+from pipelines.core.markup import md_escape
+from pipelines.core.settings import resolve_path
+from pipelines.resources import AttemptSources, Warehouse
+from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, scalar, transaction
 
 CLASS_COLOURS = {"reproduced": "#2b8a3e", "refuted": "#c92a2a", "ambiguous": "#f59f00", "not_graded": "#adb5bd"}
 WORST = 10

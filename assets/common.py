@@ -8,7 +8,7 @@ import dagster as dg
 import duckdb
 
 from pipelines.resources import Warehouse
-from pipelines.warehouse import load_sql, markdown_table, query_dicts, scalar
+from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, scalar
 
 OWNER = "team:kerneltraj"
 PREVIEW_ROWS = 8

@@ -22,7 +22,7 @@ from pipelines.contention import (PRICE_TABLE, ReplayPlan, Verdict, process_grad
                                   run_setting, sample_pairs)
 from pipelines.contention_report import build_report, report_markdown, report_png
 from pipelines.resources import GradingBackend, Warehouse
-from pipelines.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
+from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
 
 REPLAY_COLUMNS = ("attempt_id", "task_id", "task_revision", "grader_version", "fingerprint_id", "device", "sharing",
                   "status", "reason_code", "reason", "reward", "speedup_geomean", "sizes", "total_s", "timing_s",

@@ -21,7 +21,7 @@ from pipelines.plots import reward_vs_speed_figures, reward_vs_speed_png
 from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, counts_md, picture, table_metadata
 from grader.contract import GRADER_VERSION, REWARD_FLOOR, SizeResult, Status, reward
 from pipelines.resources import GradeOutcome, GradingBackend, Warehouse
-from pipelines.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
+from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
 PASS_PRIMARY = "primary"
 PASS_REVALIDATION = "revalidation"

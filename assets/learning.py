@@ -15,10 +15,11 @@ from dagster import AssetExecutionContext
 from assets.common import GROUP_CURATION, OWNER
 from grader.catalogue import load_catalogue
 from pipelines.learning import compare_checkpoints
-from pipelines.rawattempt import RawAttempt, parse_lines
-from pipelines.resources import GradingBackend, ReleaseTarget, Settings, Warehouse, resolve_path
+from pipelines.core.rawattempt import RawAttempt, parse_lines
+from pipelines.core.settings import Settings, resolve_path
+from pipelines.resources import GradingBackend, ReleaseTarget, Warehouse
 from pipelines.splits import DEFAULT_POLICY, load_frozen
-from pipelines.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
+from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
 def checkpoint_files() -> list[Path]:
     """The checkpoint attempt files the settings name (KERNELTRAJ_CHECKPOINTS, read in one place)."""

@@ -18,8 +18,9 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_RELEASE, OWNER, check_result
 from pipelines.hub import HUB_MANAGED_FILES, HubPublisher
-from pipelines.resources import ReleaseTarget, Warehouse, resolve_path
-from pipelines.warehouse import load_sql, query_dicts
+from pipelines.core.settings import resolve_path
+from pipelines.resources import ReleaseTarget, Warehouse
+from pipelines.core.warehouse import load_sql, query_dicts
 
 UNCONFIGURED = ("no Hub repo configured: set KERNELTRAJ_HUB_REPO=<namespace>/<name> (and KERNELTRAJ_HUB_ENDPOINT "
                 "for a Hub other than https://huggingface.co, HF_TOKEN to a token with write access), or pass "

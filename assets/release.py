@@ -28,11 +28,12 @@ from grader.catalogue import load_catalogue
 from grader.contract import GRADER_VERSION
 from grader.taskcard import size_key
 from pipelines.contention_report import dataset_card_section
-from pipelines.markup import card_body
+from pipelines.core.markup import card_body
 from pipelines.release_card import annotate_parquet, code_commit, configs, notice_text, render_card, split_table
-from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse, resolve_path
+from pipelines.core.settings import resolve_path
+from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse
 from pipelines.splits import DEFAULT_POLICY, Split
-from pipelines.warehouse import (PARQUET_ROW_GROUP_ROWS, copy_parquet, load_sql, query_dicts,
+from pipelines.core.warehouse import (PARQUET_ROW_GROUP_ROWS, copy_parquet, load_sql, query_dicts,
                                  run_script, scalar, transaction)
 
 CONFIGS: dict[str, str] = {name: c["what"] for name, c in configs().items()}

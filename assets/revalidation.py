@@ -19,7 +19,7 @@ from grader.contract import Status
 from grader.labels import TIE_BAND_LOG2, point_label
 from pipelines.agreement import Agreement, GradeLabel, compare, grade_label, summarise, table_label, unit_verdicts
 from pipelines.resources import GradingBackend, Warehouse
-from pipelines.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
+from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
 
 INTERVAL_TOLERANCE = 1e-9
 """Largest difference allowed between the SQL and the Python interval ends (float summation order)."""

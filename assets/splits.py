@@ -12,9 +12,10 @@ from assets.common import quality_gate, GROUP_CURATION, OWNER, check_result, tab
 from grader.catalogue import load_catalogue
 from pipelines.families import catalogue_tasks
 from pipelines.leakage import CodeItem, leakage_report
-from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse, resolve_path
+from pipelines.core.settings import resolve_path
+from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse
 from pipelines.splits import DEFAULT_POLICY, build_manifest, freeze, load_frozen
-from pipelines.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
+from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
 
 
 @dg.asset(

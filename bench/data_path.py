@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipelines.rawattempt import RawAttempt, RejectRow, parse_lines, parse_record  # noqa: E402
+from pipelines.core.rawattempt import RawAttempt, RejectRow, parse_lines, parse_record  # noqa: E402
 
 GEN_VERSION = 1
 """Bump when the generator changes: cached inputs under --workdir are rebuilt."""
@@ -409,7 +409,7 @@ def stage_ingest_rowwise(ctx: dict) -> dict:
 
     from assets.ingest import display_path
     from grader.catalogue import load_catalogue
-    from pipelines.warehouse import insert_rows, run_script, transaction
+    from pipelines.core.warehouse import insert_rows, run_script, transaction
 
     catalogue = load_catalogue()
     db = "warehouse_rowwise.duckdb"
@@ -482,7 +482,7 @@ def stage_ingest(ctx: dict) -> dict:
 
     from assets.ingest import load_attempt_files
     from grader.catalogue import load_catalogue
-    from pipelines.warehouse import bulk_write, insert_rows, run_script, transaction
+    from pipelines.core.warehouse import bulk_write, insert_rows, run_script, transaction
 
     catalogue = load_catalogue()
     files = sorted(Path(ctx["inputs"]).glob("attempts-*.jsonl"))
@@ -503,7 +503,7 @@ def stage_ingest(ctx: dict) -> dict:
 
 # ---- stages 2-6: grades, revalidation, ledger, trajectories, splits, release -------------------------------
 def stage_grades(ctx: dict) -> dict:
-    from pipelines.warehouse import run_script, transaction
+    from pipelines.core.warehouse import run_script, transaction
 
     parts = sorted(str(p) for p in Path(ctx["inputs"]).glob("grades-*.parquet"))
     with _connect(ctx) as con, transaction(con):
@@ -521,7 +521,7 @@ def stage_grades(ctx: dict) -> dict:
 
 def stage_revalidation(ctx: dict) -> dict:
     from assets.revalidation import TIE_BAND_LOG2
-    from pipelines.warehouse import run_script, transaction
+    from pipelines.core.warehouse import run_script, transaction
 
     with _connect(ctx) as con:
         with transaction(con):
@@ -530,7 +530,7 @@ def stage_revalidation(ctx: dict) -> dict:
 
 
 def stage_ledger(ctx: dict) -> dict:
-    from pipelines.warehouse import load_sql, query_dicts, run_script, transaction
+    from pipelines.core.warehouse import load_sql, query_dicts, run_script, transaction
 
     with _connect(ctx) as con:
         with transaction(con):
@@ -544,7 +544,7 @@ def stage_ledger(ctx: dict) -> dict:
 
 
 def stage_trajectories(ctx: dict) -> dict:
-    from pipelines.warehouse import load_sql, query_dicts, run_script, transaction
+    from pipelines.core.warehouse import load_sql, query_dicts, run_script, transaction
 
     with _connect(ctx) as con:
         with transaction(con):
@@ -559,7 +559,7 @@ def stage_splits(ctx: dict) -> dict:
     from grader.catalogue import load_catalogue
     from pipelines.families import catalogue_tasks
     from pipelines.splits import DEFAULT_POLICY, build_manifest
-    from pipelines.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
+    from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
     manifest = build_manifest(DEFAULT_POLICY, catalogue_tasks(load_catalogue().values()))
     rows = [{"task_id": r.task_id, "family": r.family, "lineage": r.lineage, "workload_key": r.workload_key,
@@ -588,7 +588,7 @@ def stage_release(ctx: dict) -> dict:
 
 def stage_floor(ctx: dict) -> dict:
     """The physical floor: DuckDB reads every released shard and writes it again (same format), nothing else."""
-    from pipelines.warehouse import copy_parquet
+    from pipelines.core.warehouse import copy_parquet
 
     src, out = Path(ctx["work"]) / "release" / "data", Path(ctx["work"]) / "floor"
     shutil.rmtree(out, ignore_errors=True)
@@ -626,13 +626,13 @@ def _copy_sharded(con, query: str, out: Path, ctx: dict) -> int:
 
 
 def _connect(ctx: dict, db: str | None = "warehouse.duckdb"):
-    """A warehouse file under the work dir (schema ensured by pipelines.warehouse) or, with db=None, a scratch
+    """A warehouse file under the work dir (schema ensured by pipelines.core.warehouse) or, with db=None, a scratch
     in-memory DuckDB; either with the run's thread, memory and spill settings."""
     import contextlib
 
     import duckdb
 
-    from pipelines import warehouse as wh
+    from pipelines.core import warehouse as wh
 
     @contextlib.contextmanager
     def cm():
@@ -684,7 +684,7 @@ def _stage_entry(name: str, ctx: dict, conn) -> None:
     """In a fresh spawned process: import, then time the stage alone; report seconds and RSS high-water."""
     import importlib
 
-    for mod in ["duckdb", "pyarrow.parquet", "pipelines.warehouse", "pipelines.rawattempt", "grader.catalogue",
+    for mod in ["duckdb", "pyarrow.parquet", "pipelines.core.warehouse", "pipelines.core.rawattempt", "grader.catalogue",
                 *PREIMPORT.get(name, [])]:
         importlib.import_module(mod)
     try:

@@ -42,7 +42,7 @@ import duckdb
 from grader.contract import SizeResult
 from grader.labels import TIE_BAND_LOG2, log2_interval
 from pipelines.status import StatusContext, section
-from pipelines.warehouse import insert_rows, load_sql, query_dicts, run_script
+from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script
 
 CLAIMS_FILE = "claims.jsonl"
 """Name `kerneltraj import` gives the claims it keeps beside each imported attempts file."""

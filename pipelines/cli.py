@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipelines.resources import REPO_ROOT, Settings, SettingsError, resolve_path
+from pipelines.core.settings import REPO_ROOT, Settings, SettingsError, resolve_path
 
 TEMPLATE_YAML = REPO_ROOT / "dagster_home" / "dagster.yaml"
 RUN_TAG_PID = "kerneltraj/pid"
@@ -249,7 +249,7 @@ def _instance_or_none(settings: Settings) -> Any:
 def cmd_status(args: argparse.Namespace) -> int:
     _quiet_dagster()
     from pipelines.status import build_status, render_text
-    from pipelines.warehouse import connect
+    from pipelines.core.warehouse import connect
 
     settings = settings_from_args(args)
     with connect(settings.warehouse_path, read_only=True) as con:
@@ -261,7 +261,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_lineage(args: argparse.Namespace) -> int:
     _quiet_dagster()
     from pipelines.lineage import RecordNotFound, render_text, trace
-    from pipelines.warehouse import connect, load_sql, query_dicts
+    from pipelines.core.warehouse import connect, load_sql, query_dicts
 
     settings = settings_from_args(args)
     with connect(settings.warehouse_path, read_only=True) as con:
@@ -277,7 +277,7 @@ def cmd_lineage(args: argparse.Namespace) -> int:
 
 def cmd_quarantine(args: argparse.Namespace) -> int:
     """List the quarantined rows of the last ingest: where each came from, and why."""
-    from pipelines.warehouse import connect, load_sql, query_dicts
+    from pipelines.core.warehouse import connect, load_sql, query_dicts
 
     settings = settings_from_args(args)
     with connect(settings.warehouse_path, read_only=True) as con:
@@ -298,7 +298,7 @@ def cmd_quarantine(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """Run an importer and keep its output under <state>/imports/<import id>/ for the next release."""
     from grader.catalogue import load_catalogue
-    from pipelines import import_registry as reg
+    from pipelines.core import import_registry as reg
     from pipelines.importers import IMPORTERS, path_problem, refusal
 
     if args.format not in IMPORTERS:
@@ -380,7 +380,7 @@ def _field_warnings(batch, where: Path, shown: int = 3) -> list[str]:
 
 def cmd_imports(args: argparse.Namespace) -> int:
     """List the imports the next release reads, or remove one."""
-    from pipelines import import_registry as reg
+    from pipelines.core import import_registry as reg
 
     settings = settings_from_args(args)
     found = reg.entries(settings.state_dir)
@@ -411,7 +411,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from assets.publish import UNCONFIGURED, read_publish_record
     from pipelines.definitions import PUBLISH_JOB, build_defs
     from pipelines.hub import HubPublisher
-    from pipelines.warehouse import connect, load_sql, query_dicts
+    from pipelines.core.warehouse import connect, load_sql, query_dicts
 
     settings = dataclasses.replace(settings_from_args(args), **{k: v for k, v in (
         ("hub_endpoint", args.endpoint), ("hub_repo", args.repo)) if v})

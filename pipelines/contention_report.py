@@ -17,9 +17,9 @@ import duckdb
 from grader.labels import TIE_BAND_LOG2
 from pipelines.agreement import AgreementSummary, GradeLabel, Label, grade_label, summarise, unit_verdicts
 from pipelines.contention import PRICE_TABLE, Setting, price_usd_per_hour
-from pipelines.markup import md_escape
+from pipelines.core.markup import md_escape
 from pipelines.status import StatusContext, section
-from pipelines.warehouse import load_sql, markdown_table, query_dicts
+from pipelines.core.warehouse import load_sql, markdown_table, query_dicts
 
 FAILED_STATUSES = ("infra_error", "unsupported_on_backend", "timeout", "crashed")
 """Replay grades counted as failures beside the labels (the grader, or the budget, gave out)."""

@@ -15,7 +15,7 @@ import duckdb
 
 from pipelines.contention_report import has_table
 from pipelines.status import StatusContext, section
-from pipelines.warehouse import load_sql, query_dicts
+from pipelines.core.warehouse import load_sql, query_dicts
 
 CONSERVATION_REL_TOL = 1e-6
 """Largest relative difference allowed between two sums of the same seconds (float summation order)."""

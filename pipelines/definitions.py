@@ -9,7 +9,8 @@ import dagster as dg
 
 from assets import ASSETS, CHECKS, PUBLISH_ASSETS
 from pipelines.hub import HubPublisher
-from pipelines.resources import (AttemptSources, ReleaseTarget, Settings, Warehouse, backend_from)
+from pipelines.core.settings import Settings
+from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse, backend_from
 
 RELEASE_JOB = "release_job"
 PUBLISH_JOB = "publish_job"

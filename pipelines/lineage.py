@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 import duckdb
 
-from pipelines.warehouse import load_sql, query_dicts
+from pipelines.core.warehouse import load_sql, query_dicts
 
 
 class RecordNotFound(LookupError):

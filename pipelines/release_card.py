@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grader.contract import REWARD_FLOOR, SPEEDUP_CLIP
-from pipelines.markup import front_matter_card, md_escape
-from pipelines.warehouse import markdown_table
+from pipelines.core.markup import front_matter_card, md_escape
+from pipelines.core.warehouse import markdown_table
 
 OUR_SOURCE = "kerneltraj"
 """Our own corpus, catalogue and outputs: its licence applies to every release."""

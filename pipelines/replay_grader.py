@@ -26,7 +26,8 @@ from pydantic import PrivateAttr
 
 from grader.contract import GradeRequest, GradeResult
 from pipelines.cotenants import LineReader
-from pipelines.resources import REPO_ROOT, GradingBackend, resolve_path
+from pipelines.core.settings import REPO_ROOT, resolve_path
+from pipelines.resources import GradingBackend
 
 READY_TIMEOUT_S = 300.0
 """Start-up budget of a grader process (imports, zygote, CUDA context)."""

@@ -8,7 +8,7 @@ import duckdb
 
 from pipelines.leakage import LeakCheck
 from pipelines.status import StatusContext, section
-from pipelines.warehouse import load_sql, query_dicts
+from pipelines.core.warehouse import load_sql, query_dicts
 
 
 @section("splits")

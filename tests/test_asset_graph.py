@@ -13,7 +13,7 @@ from pathlib import Path
 import dagster as dg
 
 from pipelines.definitions import RELEASE_JOB, build_defs
-from pipelines.resources import Settings
+from pipelines.core.settings import Settings
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "asset_graph.json"
 

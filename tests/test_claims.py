@@ -20,7 +20,7 @@ from assets.ingest import attempt_row
 from grader.contract import GRADER_VERSION
 from pipelines import claims as cl
 from pipelines.status import StatusContext
-from pipelines.warehouse import connect, insert_rows, query_dicts, run_script, transaction
+from pipelines.core.warehouse import connect, insert_rows, query_dicts, run_script, transaction
 
 REPO = Path(__file__).resolve().parents[1]
 CUDA_L1 = REPO / ".." / "shared" / "data" / "cuda-l1"

@@ -13,8 +13,9 @@ import pytest
 
 from assets import ingest
 from pipelines import cli
-from pipelines.resources import AttemptSources, Settings, Warehouse
-from pipelines.warehouse import connect, query_dicts, scalar
+from pipelines.core.settings import Settings
+from pipelines.resources import AttemptSources, Warehouse
+from pipelines.core.warehouse import connect, query_dicts, scalar
 from tests.conftest import REPO_ROOT, SHARED_DATA, project_env
 
 
@@ -276,7 +277,7 @@ def test_import_of_random_bytes_is_refused_and_writes_nothing(tmp_path):
 
 def test_a_corpus_with_a_few_bad_lines_still_imports(tmp_path):
     from pipelines.importers import ImportBatch, undecodable_files
-    from pipelines.rawattempt import Quarantined
+    from pipelines.core.rawattempt import Quarantined
 
     bad = [Quarantined(f"a.jsonl:{i}", None, "bad_json", "not JSON", "") for i in range(3)]
     batch = ImportBatch(format="cuda-l1", attempts=[], quarantined=bad, cards=[], claims=[])

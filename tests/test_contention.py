@@ -32,7 +32,7 @@ from pipelines.contention_report import (_revalidation_status, build_report, dat
 from pipelines.cotenants import CoTenant, LoadDriver, Role
 from pipelines.resources import GradingBackend
 from pipelines.status import StatusContext
-from pipelines.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
+from pipelines.core.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GRADER = 4200

@@ -18,7 +18,7 @@ from grader.labels import TIE_BAND_LOG2
 from pipelines import cost
 from pipelines.resources import Warehouse
 from pipelines.status import SECTIONS, StatusContext
-from pipelines.warehouse import connect, insert_rows, query_dicts, run_script, transaction
+from pipelines.core.warehouse import connect, insert_rows, query_dicts, run_script, transaction
 
 GV = "gv-test"
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)

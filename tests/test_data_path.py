@@ -22,8 +22,8 @@ import pytest
 from assets import ingest
 from grader.catalogue import load_catalogue
 from grader.contract import MAX_SOURCE_BYTES
-from pipelines.rawattempt import MAX_LINE_BYTES, RawAttempt, parse_lines
-from pipelines.warehouse import connect, insert_rows, run_script, transaction
+from pipelines.core.rawattempt import MAX_LINE_BYTES, RawAttempt, parse_lines
+from pipelines.core.warehouse import connect, insert_rows, run_script, transaction
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo"
@@ -226,8 +226,8 @@ def test_fast_path_takes_the_ordinary_rows() -> None:
     """Well-formed rows are admitted by DuckDB, not by the per-line parser (else the speed claim is empty)."""
     import pyarrow as pa
 
-    from pipelines.rawattempt import admissible_rows
-    from pipelines.warehouse import load_sql
+    from pipelines.core.rawattempt import admissible_rows
+    from pipelines.core.warehouse import load_sql
 
     rng = random.Random(4)
     lines = [MUTATIONS[k](_base(i, rng), rng) + "\n" for i in range(300)
@@ -276,16 +276,16 @@ def test_insert_rows_arrow_and_executemany_agree(tmp_path: Path) -> None:
 
 def test_sql_id_pattern_is_the_parsers() -> None:
     """The fast path's id regex is a literal in sql/ingest.sql (a bound one is compiled per row); it must be
-    pipelines.rawattempt._ID."""
-    from pipelines.rawattempt import _ID
-    from pipelines.warehouse import load_sql
+    pipelines.core.rawattempt._ID."""
+    from pipelines.core.rawattempt import _ID
+    from pipelines.core.warehouse import load_sql
 
     sql = load_sql("ingest.admissible")
     assert sql.count(f"'{_ID.pattern.removeprefix('^').removesuffix('$')}'") == 3
 
 
 def test_copy_parquet_bounds_row_groups_and_restores_threads(tmp_path: Path) -> None:
-    from pipelines.warehouse import PARQUET_ROW_GROUP_ROWS, copy_parquet
+    from pipelines.core.warehouse import PARQUET_ROW_GROUP_ROWS, copy_parquet
 
     out = tmp_path / "wide.parquet"
     with duckdb.connect() as con:

@@ -20,7 +20,7 @@ import dagster as dg
 import pytest
 
 from tests.hub_server import LocalHub
-from pipelines.resources import Settings
+from pipelines.core.settings import Settings
 from tests.conftest import CUDA_ATTEMPT, HELDOUT_TASK, REPO_ROOT, VALIDATION_TASK, release_env
 
 pytestmark = pytest.mark.hub
@@ -232,7 +232,7 @@ def test_release_card_describes_every_column_and_names_each_sources_licence(proj
     import yaml
 
     from assets.release import CONFIGS, config_shards
-    from pipelines.markup import card_body
+    from pipelines.core.markup import card_body
     from pipelines.release_card import describe, licences
 
     folder = Settings.from_env(release_env(project)).releases_dir / "v0.1.0"

@@ -17,11 +17,11 @@ import yaml
 
 from assets.release import CONFIGS, SPLIT_CONFIGS, dataset_card
 from grader.contract import GRADER_VERSION, Status
-from pipelines.markup import card_body
+from pipelines.core.markup import card_body
 from pipelines.quality import NOT_GRADED_HERE, validate_table
 from pipelines.release_card import (REVALIDATION_STATES, annotate_parquet, card_spec, column_problems, describe,
                                     licences, notice_text)
-from pipelines.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
+from pipelines.core.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
 
 C, W, U, I = (Status.CORRECT.value, Status.WRONG_OUTPUT.value, Status.UNSUPPORTED_ON_BACKEND.value,
               Status.INFRA_ERROR.value)

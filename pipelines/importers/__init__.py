@@ -5,7 +5,7 @@ ends as exactly one `RawAttempt` or one `Quarantined` row (never an exception); 
 bring become `TaskCard`s, and whatever the source *claims* (speedups, statuses, latencies) is kept
 as claims, never as grades. Files are streamed: at most one file's records are held at once.
 
-Admission of each attempt goes through `pipelines.rawattempt.parse_record`, so foreign rows obey
+Admission of each attempt goes through `pipelines.core.rawattempt.parse_record`, so foreign rows obey
 the same id, size and encoding rules as our own JSONL.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from grader.taskcard import TaskCard
-from pipelines.rawattempt import Quarantined, RawAttempt, RejectRow, parse_record
+from pipelines.core.rawattempt import Quarantined, RawAttempt, RejectRow, parse_record
 
 EXCERPT_BYTES = 200
 
@@ -181,8 +181,8 @@ UNDECODABLE = frozenset({"bad_encoding", "bad_json"})
 
 def repeated_attempts(batch: ImportBatch) -> list[tuple[str, str]]:
     """(origin, origin of the earlier one) for each attempt that repeats an earlier attempt's task and source
-    (`pipelines.rawattempt.content_key`): the ingest keeps one and quarantines the others as duplicate_attempt."""
-    from pipelines.rawattempt import content_key
+    (`pipelines.core.rawattempt.content_key`): the ingest keeps one and quarantines the others as duplicate_attempt."""
+    from pipelines.core.rawattempt import content_key
 
     first: dict[tuple[str, str, str], str] = {}
     out = []

@@ -20,7 +20,7 @@ from grader.taskcard import TaskCard
 from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, iter_lines, problems_of, quarantine,
                                  sha256_hex, type_problem)
 from pipelines.importers import kernelbench as kb
-from pipelines.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt
+from pipelines.core.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt
 
 FORMAT = "cuda-l1"
 AGENT = "cuda-l1"

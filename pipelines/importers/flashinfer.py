@@ -32,7 +32,7 @@ from grader.taskcard import DTYPE_BYTES, TaskCard
 from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, iter_lines, problems_of, quarantine,
                                  sha256_hex, type_problem)
 from pipelines.importers.kernelbench import MAX_DIM
-from pipelines.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt
+from pipelines.core.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt
 
 try:  # another module owns families and ids; fall back to the same scheme when it is absent
     from pipelines.families import classify_flashinfer, flashinfer_task_id

@@ -31,7 +31,7 @@ from grader.contract import MAX_SOURCE_BYTES
 from grader.taskcard import DTYPE_BYTES, InputSpec, TaskCard
 from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, problems_of, quarantine, sha256_hex,
                                  type_problem)
-from pipelines.rawattempt import Quarantined, RawAttempt
+from pipelines.core.rawattempt import Quarantined, RawAttempt
 
 try:  # another module owns families and ids; fall back to the same scheme when it is absent
     from pipelines.families import classify_kernelbench, kernelbench_task_id

@@ -144,8 +144,8 @@ def attempt_overlap(state_dir: Path, attempt_ids: set[str], except_id: str) -> d
 
 
 def content_of(attempt: dict[str, Any]) -> tuple[str, str, str] | None:
-    """`pipelines.rawattempt.content_key` of an imported attempt row: what makes two imported attempts one."""
-    from pipelines.rawattempt import content_key
+    """`pipelines.core.rawattempt.content_key` of an imported attempt row: what makes two imported attempts one."""
+    from pipelines.core.rawattempt import content_key
 
     source = attempt.get("source")
     if not isinstance(source, str):

@@ -14,7 +14,7 @@ from typing import Any, Iterator, Sequence
 
 import duckdb
 
-from pipelines.markup import md_escape
+from pipelines.core.markup import md_escape
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SQL_DIR = REPO_ROOT / "sql"

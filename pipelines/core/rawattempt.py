@@ -22,7 +22,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+\-/ (),]{0,199}$")
 """Agent and model names: ASCII letters, digits, spaces and `_.:@+-/(),` (real model names carry spaces
 and parentheses); no quote, square bracket, `<`, `|` or line break, which Markdown tables, HTML and
 YAML front matter would read as markup. Where names are rendered they are escaped as well
-(pipelines/markup.py)."""
+(pipelines/core/markup.py)."""
 _SCRIPT_SCHEME = re.compile(r"^(javascript|vbscript|data):", re.IGNORECASE)
 """A name is never a link target: names opening with a script-capable URL scheme are refused too."""
 
