@@ -1,7 +1,7 @@
 """Stage 6b, the learning comparison: did training on our data help on families the model never saw?
 
 Attempts of a baseline and a treatment checkpoint (same declared budget per task) are graded by
-the same sealed grader as the release and scored by pipelines.learning on the held-out families of
+the same sealed grader as the release and scored by pipelines.curation.checkpoint_comparison on the held-out families of
 the frozen split manifest: fast_p and mean reward with task-level bootstrap intervals and a verdict.
 """
 
@@ -14,11 +14,11 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_CURATION, OWNER
 from grader.catalogue import load_catalogue
-from pipelines.learning import compare_checkpoints
+from pipelines.curation.checkpoint_comparison import compare_checkpoints
 from pipelines.core.rawattempt import RawAttempt, parse_lines
 from pipelines.core.settings import Settings, resolve_path
 from pipelines.resources import GradingBackend, ReleaseTarget, Warehouse
-from pipelines.splits import DEFAULT_POLICY, load_frozen
+from pipelines.curation.split_policy import DEFAULT_POLICY, load_frozen
 from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
 def checkpoint_files() -> list[Path]:

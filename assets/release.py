@@ -32,7 +32,7 @@ from pipelines.core.markup import card_body
 from pipelines.release_card import annotate_parquet, code_commit, configs, notice_text, render_card, split_table
 from pipelines.core.settings import resolve_path
 from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse
-from pipelines.splits import DEFAULT_POLICY, Split
+from pipelines.curation.split_policy import DEFAULT_POLICY, Split
 from pipelines.core.warehouse import (PARQUET_ROW_GROUP_ROWS, copy_parquet, load_sql, query_dicts,
                                  run_script, scalar, transaction)
 

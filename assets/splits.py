@@ -1,6 +1,6 @@
 """Stage 6, held-out-family splits: the frozen manifest under <repo>/splits/ and the leakage report.
 
-The split logic lives in pipelines.splits (policy, assignment, freezing) and pipelines.leakage
+The split logic lives in pipelines.curation.split_policy (policy, assignment, freezing) and pipelines.curation.leakage
 (the checks); this asset only runs them against the catalogue and the attempts, and stores the
 result so the release and the ledger can use it.
 """
@@ -10,11 +10,11 @@ from dagster import AssetExecutionContext
 
 from assets.common import quality_gate, GROUP_CURATION, OWNER, check_result, table_metadata
 from grader.catalogue import load_catalogue
-from pipelines.families import catalogue_tasks
-from pipelines.leakage import CodeItem, leakage_report
+from pipelines.curation.families import catalogue_tasks
+from pipelines.curation.leakage import CodeItem, leakage_report
 from pipelines.core.settings import resolve_path
 from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse
-from pipelines.splits import DEFAULT_POLICY, build_manifest, freeze, load_frozen
+from pipelines.curation.split_policy import DEFAULT_POLICY, build_manifest, freeze, load_frozen
 from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
 
 

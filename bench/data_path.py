@@ -9,7 +9,7 @@ the grading stage writes. Everything else is the pipeline's own code and SQL: th
 `assets.ingest.load_attempt_files` (what the raw_attempts asset runs: DuckDB admits the lines it can prove
 admissible, `parse_line` judges the rest), the warehouse is created by sql/schema.sql, views.sql and
 ledger.sql, the stages run `revalidation.rebuild`, `accounting.rebuild`, `trajectories.rebuild`,
-`pipelines.splits.build_manifest`, and the release is `assets.release.export_configs`. Grades enter in bulk
+`pipelines.curation.split_policy.build_manifest`, and the release is `assets.release.export_configs`. Grades enter in bulk
 from parquet (the grading asset commits them as they arrive); that statement is bench-only and inline below,
 marked `BENCH-ONLY SQL`, as is the row-for-row comparison against the reference ingest.
 
@@ -557,8 +557,8 @@ def stage_trajectories(ctx: dict) -> dict:
 
 def stage_splits(ctx: dict) -> dict:
     from grader.catalogue import load_catalogue
-    from pipelines.families import catalogue_tasks
-    from pipelines.splits import DEFAULT_POLICY, build_manifest
+    from pipelines.curation.families import catalogue_tasks
+    from pipelines.curation.split_policy import DEFAULT_POLICY, build_manifest
     from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
     manifest = build_manifest(DEFAULT_POLICY, catalogue_tasks(load_catalogue().values()))

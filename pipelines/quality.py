@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from grader.contract import REWARD_FLOOR, SPEEDUP_CLIP, Status
 from pipelines.release_card import REVALIDATION_STATES, REWARD_KINDS
-from pipelines.splits import Split
+from pipelines.curation.split_policy import Split
 
 if TYPE_CHECKING:
     import pandas

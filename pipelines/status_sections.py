@@ -6,7 +6,7 @@ from typing import Any
 
 import duckdb
 
-from pipelines.leakage import LeakCheck
+from pipelines.curation.leakage import LeakCheck
 from pipelines.status import StatusContext, section
 from pipelines.core.warehouse import load_sql, query_dicts
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.families import Family, Source, TaskRef, all_tasks, kernelbench_task_id
-from pipelines.leakage import (JACCARD_THRESHOLD, CodeItem, LeakCheck, jaccard, leakage_report,
+from pipelines.curation.families import Family, Source, TaskRef, all_tasks, kernelbench_task_id
+from pipelines.curation.leakage import (JACCARD_THRESHOLD, CodeItem, LeakCheck, jaccard, leakage_report,
                                lineage_across_splits, near_duplicate_scan, near_duplicates,
                                shape_variants_across_splits, shingles, similarity, task_in_two_splits)
-from pipelines.splits import DEFAULT_POLICY, Split, SplitPolicy, build_manifest
+from pipelines.curation.split_policy import DEFAULT_POLICY, Split, SplitPolicy, build_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"

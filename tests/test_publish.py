@@ -152,7 +152,7 @@ def test_published_config_loads_with_datasets(project, hub, tmp_path):
 def test_default_config_has_real_splits_and_no_heldout_task_outside_test_heldout(project, hub, tmp_path):
     """What `datasets.load_dataset(repo)` gives a lab: train / validation / test_heldout, each row in its own
     split, and no task of a held-out family or lineage anywhere but test_heldout, in any config."""
-    from pipelines.splits import DEFAULT_POLICY
+    from pipelines.curation.split_policy import DEFAULT_POLICY
 
     got = load_from_hub(project, hub, tmp_path, f"""
         import json, datasets

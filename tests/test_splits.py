@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.families import (Family, Source, TaskRef, all_tasks, canonical_family, catalogue_tasks,
+from pipelines.curation.families import (Family, Source, TaskRef, all_tasks, canonical_family, catalogue_tasks,
                                 classify_flashinfer, classify_kernelbench, kernelbench_task_id)
-from pipelines.splits import (DEFAULT_POLICY, FrozenSplitError, Split, SplitPolicy, build_manifest,
+from pipelines.curation.split_policy import (DEFAULT_POLICY, FrozenSplitError, Split, SplitPolicy, build_manifest,
                               check_frozen, freeze, load_frozen, manifest_path)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -116,8 +116,8 @@ def test_workload_key_groups_shape_variants_not_different_ops(tasks):
 def test_assignment_is_deterministic_and_independent_of_process_hash_seed(tasks):
     a, b = build_manifest(DEFAULT_POLICY, tasks), build_manifest(DEFAULT_POLICY, list(reversed(tasks)))
     assert a.rows == b.rows and a.content_hash == b.content_hash
-    code = ("from pathlib import Path; from pipelines.families import all_tasks; "
-            "from pipelines.splits import DEFAULT_POLICY, build_manifest; "
+    code = ("from pathlib import Path; from pipelines.curation.families import all_tasks; "
+            "from pipelines.curation.split_policy import DEFAULT_POLICY, build_manifest; "
             f"print(build_manifest(DEFAULT_POLICY, all_tasks(Path({str(DATA)!r}))).content_hash)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONHASHSEED": "12345"})

@@ -35,7 +35,7 @@ from pipelines.importers.kernelbench import MAX_DIM
 from pipelines.core.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt
 
 try:  # another module owns families and ids; fall back to the same scheme when it is absent
-    from pipelines.families import classify_flashinfer, flashinfer_task_id
+    from pipelines.curation.families import classify_flashinfer, flashinfer_task_id
 except ImportError:  # pragma: no cover
     classify_flashinfer = None
 

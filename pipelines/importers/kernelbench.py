@@ -34,8 +34,8 @@ from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, proble
 from pipelines.core.rawattempt import Quarantined, RawAttempt
 
 try:  # another module owns families and ids; fall back to the same scheme when it is absent
-    from pipelines.families import classify_kernelbench, kernelbench_task_id
-except ImportError:  # pragma: no cover - exercised only before pipelines/families.py existed
+    from pipelines.curation.families import classify_kernelbench, kernelbench_task_id
+except ImportError:  # pragma: no cover - exercised only before pipelines/curation/families.py existed
     classify_kernelbench = None
 
     def kernelbench_task_id(level: int, task_id: int) -> str:

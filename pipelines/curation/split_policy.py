@@ -2,7 +2,7 @@
 
 Every task lands in exactly one of train / validation / test_heldout:
 - test_heldout: its family is held out, its lineage is held out, or it is a shape variant
-  (same workload key, see `pipelines.families.workload_key`) of a task that is;
+  (same workload key, see `pipelines.curation.families.workload_key`) of a task that is;
 - otherwise validation when hash(salt, workload key) falls below `validation_fraction`, else train.
 Shape variants of one workload (KernelBench's six square/rectangular matmuls, FlashInfer's
 rmsnorm_h128 ... rmsnorm_h7168, our fp32/fp16 twins) hash to the same bucket, so they are split
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from pipelines.families import Family, TaskRef, canonical_family
+from pipelines.curation.families import Family, TaskRef, canonical_family
 
 MANIFEST_SCHEMA = 1
 _VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")

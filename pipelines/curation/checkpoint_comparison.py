@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from pipelines.splits import Manifest, Split
+from pipelines.curation.split_policy import Manifest, Split
 
 CHECKPOINTS = ("baseline", "treatment")
 FAST_P = (0.0, 1.0, 1.5, 2.0)

@@ -10,7 +10,7 @@ FlashInfer's gqa/mla/dsa kernels and KernelBench's attention blocks together.
 A task's *workload key* identifies the computation independent of its sizes: the family plus
 the canonical token stream of the reference's compute core. Tasks sharing a key are shape
 variants of one workload and are split as one.
-The same normaliser (`canonical_tokens`) feeds the near-duplicate check in `pipelines.leakage`.
+The same normaliser (`canonical_tokens`) feeds the near-duplicate check in `pipelines.curation.leakage`.
 """
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from pipelines.families import TaskRef, canonical_tokens
-from pipelines.splits import Manifest, Split
+from pipelines.curation.families import TaskRef, canonical_tokens
+from pipelines.curation.split_policy import Manifest, Split
 
 JACCARD_THRESHOLD = 0.8
 """Two sources at or above this shingle Jaccard are near-duplicates. Measured on CUDA-L1's 437
