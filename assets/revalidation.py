@@ -17,8 +17,9 @@ from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, coun
 from assets.grading import PASS_REVALIDATION, grade_checks, grade_pending
 from grader.contract import Status
 from grader.labels import TIE_BAND_LOG2, point_label
-from pipelines.agreement import Agreement, GradeLabel, compare, grade_label, summarise, table_label, unit_verdicts
-from pipelines.resources import GradingBackend, Warehouse
+from pipelines.grading.agreement import Agreement, GradeLabel, compare, grade_label, summarise, table_label, unit_verdicts
+from pipelines.grading.backend import GradingBackend
+from pipelines.resources import Warehouse
 from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
 
 INTERVAL_TOLERANCE = 1e-9
@@ -33,7 +34,7 @@ def speed_label(status: str, reward: float | None) -> str | None:
 
 
 def record_labels(r: dict) -> tuple[GradeLabel, GradeLabel]:
-    """Both grades of one revalidated record labelled in Python (pipelines.agreement)."""
+    """Both grades of one revalidated record labelled in Python (pipelines.grading.agreement)."""
     return (grade_label(r["primary_status"], r["primary_reward"], r["primary_sizes"]),
             grade_label(r["revalidation_status"], r["revalidation_reward"], r["revalidation_sizes"]))
 
@@ -106,7 +107,7 @@ def record_problems(r: dict) -> list[str]:
 
 @dg.asset_check(asset=revalidated_records, blocking=True,
                 description="Labels, intervals, agreement and the revalidated flag recomputed in Python "
-                            "(pipelines.agreement) from the two grades' per-size timings match the SQL-built "
+                            "(pipelines.grading.agreement) from the two grades' per-size timings match the SQL-built "
                             "table; only agreeing records are revalidated.")
 def labels_and_agreement_consistent(warehouse: Warehouse) -> dg.AssetCheckResult:
     with warehouse.connect() as con:

@@ -15,8 +15,8 @@ from typing import Any
 import duckdb
 
 from grader.labels import TIE_BAND_LOG2
-from pipelines.agreement import AgreementSummary, GradeLabel, Label, grade_label, summarise, unit_verdicts
-from pipelines.contention import PRICE_TABLE, Setting, price_usd_per_hour
+from pipelines.grading.agreement import AgreementSummary, GradeLabel, Label, grade_label, summarise, unit_verdicts
+from pipelines.grading.replay import PRICE_TABLE, Setting, price_usd_per_hour
 from pipelines.core.markup import md_escape
 from pipelines.status import StatusContext, section
 from pipelines.core.warehouse import load_sql, markdown_table, query_dicts

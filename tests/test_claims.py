@@ -194,7 +194,7 @@ def test_buckets_are_half_open() -> None:
 @pytest.mark.skipif(not CUDA_L1.is_dir(), reason="shared CUDA-L1 corpus not present")
 def test_real_cuda_l1_rows_are_counted_on_cpu(tmp_path: Path) -> None:
     from pipelines.importers import cuda_l1
-    from pipelines.resources import GradingBackend
+    from pipelines.grading.backend import GradingBackend
 
     lines = (CUDA_L1 / "h100.jsonl").read_bytes().splitlines()
     raw = [json.loads(ln) for ln in lines]

@@ -1,6 +1,6 @@
 """Revalidation labels, per-task agreement, NVML contradiction flags, report figures and real co-tenants.
 
-Labels and agreement are pure (pipelines.agreement); the SQL rebuild of revalidated_records is run
+Labels and agreement are pure (pipelines.grading.agreement); the SQL rebuild of revalidated_records is run
 on a real DuckDB warehouse and checked against the Python recomputation; NVML readings are replayed
 from recorded dumps (tests/fixtures/contention_nvml_*.json, edited from the H200 recording); the
 report is built from a small hand-made set of contention tables; one test starts the real co-tenant
@@ -23,14 +23,14 @@ from grader.contract import GradeResult, Reason, SizeResult, Status
 from grader.fingerprint import Replay, collect
 from grader.labels import TIE_BAND_LOG2
 from grader.labels import speed_label as grader_speed_label
-from pipelines.agreement import (Agreement, GradeLabel, Label, compare, consensus, grade_label, quantile, summarise,
+from pipelines.grading.agreement import (Agreement, GradeLabel, Label, compare, consensus, grade_label, quantile, summarise,
                                  unit_verdicts)
-from pipelines.contention import (PRICE_TABLE, Flag, ReplayPlan, Setting, Verdict, check_reading, price_usd_per_hour,
+from pipelines.grading.replay import (PRICE_TABLE, Flag, ReplayPlan, Setting, Verdict, check_reading, price_usd_per_hour,
                                   replay_attempt_id, replay_seed, run_setting, sample_pairs)
 from pipelines.contention_report import (_revalidation_status, build_report, dataset_card_section, report_markdown,
                                          report_png, status_figures)
-from pipelines.cotenants import CoTenant, LoadDriver, Role
-from pipelines.resources import GradingBackend
+from pipelines.grading.cotenants import CoTenant, LoadDriver, Role
+from pipelines.grading.backend import GradingBackend
 from pipelines.status import StatusContext
 from pipelines.core.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
 

@@ -22,7 +22,8 @@ from assets.release import CONFIGS, config_shards
 from grader.contract import GRADER_VERSION, REWARD_FLOOR, GradeResult, Reason, Status
 from pipelines.definitions import RELEASE_JOB, build_defs
 from pipelines.core.settings import Settings
-from pipelines.resources import AttemptSources, GradeOutcome, Warehouse
+from pipelines.grading.backend import GradeOutcome
+from pipelines.resources import AttemptSources, Warehouse
 from pipelines.core.warehouse import connect, load_sql, query_dicts, scalar
 from tests.conftest import ReleaseProject
 

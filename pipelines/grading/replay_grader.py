@@ -1,6 +1,6 @@
 """A grader in its own process, held open across the settings of a contention replay.
 
-    python -m pipelines.replay_grader --mode zygote --workers 1 [--device auto] [--catalogue-extra F]
+    python -m pipelines.grading.replay_grader --mode zygote --workers 1 [--device auto] [--catalogue-extra F]
 
 The child builds one GraderService (grader/ only: no dagster, no duckdb), prints a JSON `ready`
 line, then grades one batch per stdin line (a JSON list of GradeRequests) and answers with one
@@ -12,6 +12,7 @@ device" means; graders sharing one interpreter would also share the Triton runti
 """
 from __future__ import annotations
 
+from pathlib import Path
 import argparse
 import dataclasses
 import json
@@ -25,9 +26,8 @@ from typing import Any, Iterator
 from pydantic import PrivateAttr
 
 from grader.contract import GradeRequest, GradeResult
-from pipelines.cotenants import LineReader
-from pipelines.core.settings import REPO_ROOT, resolve_path
-from pipelines.resources import GradingBackend
+from pipelines.grading.cotenants import LineReader, child_env
+from pipelines.grading.backend import GradingBackend
 
 READY_TIMEOUT_S = 300.0
 """Start-up budget of a grader process (imports, zygote, CUDA context)."""
@@ -52,14 +52,12 @@ class ProcessGrader(GradingBackend):
         import tempfile
 
         self._device_arg, self._reader = device, None
-        cmd = [sys.executable, "-m", "pipelines.replay_grader", "--mode", self.mode, "--workers", str(self.workers),
+        cmd = [sys.executable, "-m", "pipelines.grading.replay_grader", "--mode", self.mode, "--workers", str(self.workers),
                "--device", device]
         for p in self.task_files:
-            cmd += ["--catalogue-extra", str(resolve_path(p))]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH"))
-                                                            if p)}
+            cmd += ["--catalogue-extra", str(Path(p))]
         self._err = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        self._proc = subprocess.Popen(cmd, env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._err, start_new_session=True)
         try:
             self._ready = self._next(time.monotonic() + READY_TIMEOUT_S) or {}
@@ -132,7 +130,7 @@ class ProcessGrader(GradingBackend):
 
 
 def _main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.replay_grader")
+    ap = argparse.ArgumentParser(prog="python -m pipelines.grading.replay_grader")
     ap.add_argument("--mode", choices=("zygote", "fresh"), default="zygote")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--device", default="auto")

@@ -1,6 +1,6 @@
 """Co-tenants of the contention replay: real processes that share the grading device.
 
-    python -m pipelines.cotenants {compute_hog,membw_hog,latency_service} --device cpu|cuda
+    python -m pipelines.grading.cotenants {compute_hog,membw_hog,latency_service} --device cpu|cuda
 
 Each program imports torch, warms up, prints one JSON `ready` line (pid, and the port for the
 service), loops until SIGTERM, then prints one JSON `stopped` line with its iteration count.
@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 class Role(str, enum.Enum):
@@ -61,6 +60,16 @@ class CoTenantReport:
     """True when it was still running at the moment it was asked to stop."""
     gone: bool
     """True when no process of its group survived the stop."""
+
+
+def child_env() -> dict[str, str]:
+    """This process's environment for a child running one of our programs (`python -m pipelines...`), with the
+    folder this process imported `pipelines` from first on PYTHONPATH: the child runs the same code, whether it
+    is installed or a checkout on the parent's path."""
+    import pipelines
+
+    root = str(Path(next(iter(pipelines.__path__))).parent)
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
 
 
 class LineReader:
@@ -113,12 +122,10 @@ class CoTenant:
 
     def __enter__(self) -> "CoTenant":
         self._err = tempfile.TemporaryFile()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH"))
-                                                            if p)}
         started = time.monotonic()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pipelines.cotenants", self.role.value, "--device", self.device],
-            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
+            [sys.executable, "-m", "pipelines.grading.cotenants", self.role.value, "--device", self.device],
+            env=child_env(), stdout=subprocess.PIPE, stderr=self._err, stdin=subprocess.DEVNULL,
             start_new_session=True)  # its own process group: the stop reaches anything it spawned
         try:
             self.ready = self._read_line(started + self.ready_timeout_s)
@@ -260,7 +267,7 @@ class LoadDriver:
 # ---- the programs themselves (run in the child) ------------------------------------------------------
 
 def _main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m pipelines.cotenants")
+    ap = argparse.ArgumentParser(prog="python -m pipelines.grading.cotenants")
     ap.add_argument("role", choices=[r.value for r in Role])
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args(argv)
@@ -360,7 +367,7 @@ def _serve(torch, device: str, sync, stop: threading.Event) -> int:
 
 
 def _q(xs: list[float], q: float) -> float | None:
-    from pipelines.agreement import quantile
+    from pipelines.grading.agreement import quantile
 
     return round(quantile(xs, q), 4) if xs else None
 

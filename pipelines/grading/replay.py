@@ -2,7 +2,7 @@
 
 Settings: isolated; a co-tenant compute hog; a co-tenant memory-bandwidth hog; k graders
 time-slicing one device; a foreground latency service sharing the device. Co-tenants are real
-processes (pipelines.cotenants) started and stopped here. What the device really looked like is
+processes (pipelines.grading.cotenants) started and stopped here. What the device really looked like is
 read from NVML (grader.fingerprint.collect) and stored with each setting; a declared setting that
 NVML contradicts is flagged (MIG enabled is a different target, not an error). On the CPU there
 is no NVML: the setting is recorded as unverifiable and every row carries the device.
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
 from grader import fingerprint
-from pipelines.agreement import stable_order
-from pipelines.cotenants import CoTenant, LoadDriver, Role, ServiceStats
-from pipelines.replay_grader import ProcessGrader
-from pipelines.resources import GradeOutcome, GradingBackend
+from pipelines.grading.agreement import stable_order
+from pipelines.grading.cotenants import CoTenant, LoadDriver, Role, ServiceStats
+from pipelines.grading.replay_grader import ProcessGrader
+from pipelines.grading.backend import GradeOutcome, GradingBackend
 
 
 class Setting(str, enum.Enum):
@@ -220,7 +220,7 @@ def read_nvml(cuda: bool) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def process_graders(backend: GradingBackend, n: int, device: str = "auto") -> Iterator[list[ProcessGrader]]:
-    """n grader processes like `backend` (pipelines.replay_grader), started together, closed on exit."""
+    """n grader processes like `backend` (pipelines.grading.replay_grader), started together, closed on exit."""
     if n <= 0:
         yield []
         return
