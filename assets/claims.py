@@ -16,7 +16,6 @@ from assets.common import GROUP_GRADING, OWNER, check_result, picture, table_met
 from grader.labels import TIE_BAND_LOG2
 from pipelines import claims as cl
 from pipelines.core.markup import md_escape
-from pipelines.core.settings import resolve_path
 from pipelines.resources import AttemptSources, Warehouse
 from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, scalar, transaction
 
@@ -25,7 +24,7 @@ WORST = 10
 
 
 def claim_files(attempt_sources: AttemptSources) -> list[Path]:
-    return cl.claim_files_beside(resolve_path(p) for p in attempt_sources.paths)
+    return cl.claim_files_beside(Path(p) for p in attempt_sources.paths)
 
 
 @dg.asset(

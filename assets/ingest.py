@@ -17,18 +17,17 @@ from assets.common import GROUP_INGEST, OWNER, check_result, counts_md, table_me
 from grader.catalogue import load_catalogue
 from pipelines.core.rawattempt import (OWN_FORMAT, Quarantined, RawAttempt, admissible_rows, content_key, import_origin_of,
                                   parse_line, parse_lines, repeat_of, repeat_row)
-from pipelines.core.settings import REPO_ROOT, resolve_path
+from pipelines.core.settings import demo_dir
 from pipelines.resources import AttemptSources, Warehouse
 from pipelines.core.warehouse import (bulk_write, insert_rows, load_sql, query_dicts, registered, run_script,
                                  transaction)
 
 
 def display_path(path: Path) -> str:
-    """Repo-relative when inside the repository, so origins are the same on every clone."""
-    try:
-        return str(path.resolve().relative_to(REPO_ROOT))
-    except ValueError:
-        return str(path.resolve())
+    """The embedded demo corpus by its place in the package (`demo/attempts.jsonl`), so its origins are the same
+    on every install; any other file by its absolute path."""
+    path, demo = path.resolve(), demo_dir().resolve()
+    return f"demo/{path.relative_to(demo).as_posix()}" if path.is_relative_to(demo) else str(path)
 
 
 def attempt_row(a: RawAttempt, input_sha256: str, run_id: str, now: dt.datetime) -> dict:
@@ -318,19 +317,19 @@ def _utf8(raw: bytes) -> bool:
 )
 def raw_attempts(context: AssetExecutionContext, warehouse: Warehouse,
                  attempt_sources: AttemptSources) -> dg.MaterializeResult:
-    catalogue = load_catalogue(extra=[resolve_path(p) for p in attempt_sources.task_files])
+    catalogue = load_catalogue(extra=[Path(p) for p in attempt_sources.task_files])
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     run_id = context.run.run_id
     paths = []
     for name in attempt_sources.paths:
-        path = resolve_path(name)
+        path = Path(name)
         if not path.is_file():
             raise FileNotFoundError(f"attempt file {path} does not exist (set KERNELTRAJ_INPUTS or the "
                                     f"attempt_sources resource)")
         paths.append(path)
     imported, files = [], []
     for name in attempt_sources.quarantine_files:
-        path = resolve_path(name)
+        path = Path(name)
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
         rows = imported_quarantine(data, display_path(path))

@@ -16,14 +16,15 @@ from assets.common import GROUP_CURATION, OWNER
 from grader.catalogue import load_catalogue
 from pipelines.curation.checkpoint_comparison import compare_checkpoints
 from pipelines.core.rawattempt import RawAttempt, parse_lines
-from pipelines.core.settings import Settings, resolve_path
-from pipelines.resources import GradingBackend, ReleaseTarget, Warehouse
+from pipelines.core.settings import Settings
+from pipelines.grading.backend import GradingBackend
+from pipelines.resources import ReleaseTarget, Warehouse
 from pipelines.curation.split_policy import DEFAULT_POLICY, load_frozen
 from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
 def checkpoint_files() -> list[Path]:
     """The checkpoint attempt files the settings name (KERNELTRAJ_CHECKPOINTS, read in one place)."""
-    return [resolve_path(p) for p in Settings.from_env().checkpoints]
+    return [Path(p) for p in Settings.from_env().checkpoints]
 
 
 @dg.asset(
@@ -58,7 +59,7 @@ def learning_comparison(context: AssetExecutionContext, grader: GradingBackend, 
                      "family": cards[a.task_id].family, "status": r.status.value, "reward": r.reward,
                      "speedup": r.speedup_geomean, "budget_tokens": a.generation_budget_tokens,
                      "run_id": context.run.run_id})
-    manifest = load_frozen(resolve_path(release_target.splits_dir), DEFAULT_POLICY.version)
+    manifest = load_frozen(Path(release_target.splits_dir), DEFAULT_POLICY.version)
     result = compare_checkpoints(pl.DataFrame(rows), manifest)
     with warehouse.connect() as con:
         run_script(con, "learning.create")

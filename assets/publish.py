@@ -18,7 +18,6 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_RELEASE, OWNER, check_result
 from pipelines.hub import HUB_MANAGED_FILES, HubPublisher
-from pipelines.core.settings import resolve_path
 from pipelines.resources import ReleaseTarget, Warehouse
 from pipelines.core.warehouse import load_sql, query_dicts
 
@@ -95,7 +94,7 @@ def published_release(context: AssetExecutionContext, config: PublishConfig, hub
                       warehouse: Warehouse, release_target: ReleaseTarget) -> dg.MaterializeResult:
     if not hub.repo_id:
         raise PublishRefused(UNCONFIGURED)
-    releases_dir = resolve_path(release_target.releases_dir)
+    releases_dir = Path(release_target.releases_dir)
     version, folder = _release_to_publish(warehouse, releases_dir, config.version)
     # A run holding `release` would already have skipped this step after a failed blocking check; a
     # publish_job run holds only this asset, so it asks the instance for the checks' latest outcomes.
@@ -133,7 +132,7 @@ def hub_tag_matches_release(hub: HubPublisher, warehouse: Warehouse,
 
     with warehouse.connect(read_only=True) as con:
         latest = query_dicts(con, load_sql("release.latest"))
-    folders = [Path(r["path"]) for r in latest] + sorted(resolve_path(release_target.releases_dir).glob("v*"))
+    folders = [Path(r["path"]) for r in latest] + sorted(Path(release_target.releases_dir).glob("v*"))
     records = [r for r in (read_publish_record(f.parent, f.name) for f in folders if f.is_dir()) if r]
     if not records:
         return check_result([{"problem": "no publish record beside any release"}], "missing publish records")

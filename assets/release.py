@@ -30,7 +30,6 @@ from grader.taskcard import size_key
 from pipelines.contention_report import dataset_card_section
 from pipelines.core.markup import card_body
 from pipelines.release_card import annotate_parquet, code_commit, configs, notice_text, render_card, split_table
-from pipelines.core.settings import resolve_path
 from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse
 from pipelines.curation.split_policy import DEFAULT_POLICY, Split
 from pipelines.core.warehouse import (PARQUET_ROW_GROUP_ROWS, copy_parquet, load_sql, query_dicts,
@@ -232,13 +231,13 @@ def release(context: AssetExecutionContext, warehouse: Warehouse, release_target
     if not _VERSION.match(version):
         raise ValueError(f"release version {version!r} must match {_VERSION.pattern}")
     run_id = context.run.run_id
-    parent = resolve_path(release_target.releases_dir)
+    parent = Path(release_target.releases_dir)
     parent.mkdir(parents=True, exist_ok=True)
     final = parent / version
     staging = parent / f".{version}.staging-{run_id[:8]}"
     if staging.exists():
         shutil.rmtree(staging)
-    catalogue = load_catalogue(extra=[resolve_path(p) for p in attempt_sources.task_files])
+    catalogue = load_catalogue(extra=[Path(p) for p in attempt_sources.task_files])
     try:
         with warehouse.connect() as con:
             split_rows = export_configs(con, staging)
@@ -311,7 +310,7 @@ def sealed_fields_absent(warehouse: Warehouse, attempt_sources: AttemptSources) 
     latest = _latest_release(warehouse)
     if latest is None:
         return check_result([{"problem": "no release recorded"}], "missing releases")
-    catalogue = load_catalogue(extra=[resolve_path(p) for p in attempt_sources.task_files])
+    catalogue = load_catalogue(extra=[Path(p) for p in attempt_sources.task_files])
     return check_result(sealed_problems(Path(latest["path"]), catalogue), "sealed values in the release")
 
 

@@ -5,6 +5,7 @@ The split logic lives in pipelines.curation.split_policy (policy, assignment, fr
 result so the release and the ledger can use it.
 """
 
+from pathlib import Path
 import dagster as dg
 from dagster import AssetExecutionContext
 
@@ -12,7 +13,6 @@ from assets.common import quality_gate, GROUP_CURATION, OWNER, check_result, tab
 from grader.catalogue import load_catalogue
 from pipelines.curation.families import catalogue_tasks
 from pipelines.curation.leakage import CodeItem, leakage_report
-from pipelines.core.settings import resolve_path
 from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse
 from pipelines.curation.split_policy import DEFAULT_POLICY, build_manifest, freeze, load_frozen
 from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
@@ -31,9 +31,9 @@ from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, quer
 )
 def family_splits(context: AssetExecutionContext, warehouse: Warehouse, release_target: ReleaseTarget,
                   attempt_sources: AttemptSources) -> dg.MaterializeResult:
-    cards = load_catalogue(extra=[resolve_path(p) for p in attempt_sources.task_files]).values()
+    cards = load_catalogue(extra=[Path(p) for p in attempt_sources.task_files]).values()
     tasks = catalogue_tasks(cards)
-    directory = resolve_path(release_target.splits_dir)
+    directory = Path(release_target.splits_dir)
     # freeze() refuses a build that would move an already-frozen task: that failure stops the release.
     path = freeze(build_manifest(DEFAULT_POLICY, tasks), directory)
     manifest = load_frozen(directory, DEFAULT_POLICY.version)

@@ -1,16 +1,16 @@
 """The `kerneltraj` command: release, status, lineage, quarantine, import, imports, publish, ui.
 
 `kerneltraj release` materialises the whole release in this process against a real Dagster
-instance (DAGSTER_HOME, default <repo>/.kerneltraj/dagster_home), so the run, its logs, its
+instance (DAGSTER_HOME, default <state>/dagster_home), so the run, its logs, its
 asset materialisations and its checks are all in the Dagster UI afterwards (`kerneltraj ui`).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.resources
 import json
 import os
-import shutil
 import socket
 import sys
 import time
@@ -19,9 +19,12 @@ import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipelines.core.settings import REPO_ROOT, Settings, SettingsError, resolve_path
+from pipelines.core.settings import Settings, SettingsError
 
-TEMPLATE_YAML = REPO_ROOT / "dagster_home" / "dagster.yaml"
+TEMPLATE_YAML = importlib.resources.files("dagster_home").joinpath("dagster.yaml")
+"""The instance configuration every project-local DAGSTER_HOME starts from (package data)."""
+DEFS_MODULE = "pipelines.definitions"
+"""The module holding `defs`, the Definitions `dagster dev` and the UI load."""
 RUN_TAG_PID = "kerneltraj/pid"
 RUN_TAG_HOST = "kerneltraj/host"
 
@@ -61,7 +64,7 @@ def ensure_dagster_home(settings: Settings) -> Path:
         os.environ["DAGSTER_HOME"] = str(home)
     home.mkdir(parents=True, exist_ok=True)
     if not (home / "dagster.yaml").exists():
-        shutil.copyfile(TEMPLATE_YAML, home / "dagster.yaml")
+        (home / "dagster.yaml").write_text(TEMPLATE_YAML.read_text())
     elif home == settings.state_dir / "dagster_home":
         _settle_nux(home / "dagster.yaml")
     return home
@@ -207,7 +210,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     from pipelines.definitions import RELEASE_JOB, build_defs
 
     settings = settings_from_args(args)
-    missing = [p for p in settings.inputs if not resolve_path(p).is_file()]
+    missing = [p for p in settings.inputs if not Path(p).is_file()]
     if missing:
         return _fail("release", f"input {missing[0]} is not a file"
                      f"{f' (nor are {len(missing) - 1} other inputs)' if len(missing) > 1 else ''}; give JSON-lines "
@@ -463,32 +466,32 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    """`dg dev` (webserver + daemon, which the run queue needs) on this project's Dagster instance, until it
-    exits or we get SIGTERM, SIGINT or SIGHUP; then none of its processes is left (pipelines/supervise.py)."""
+    """`dagster dev` (webserver + daemon, which the run queue needs) on this project's Dagster instance and
+    settings, until it exits or we get SIGTERM, SIGINT or SIGHUP; then none of its processes is left
+    (pipelines/supervise.py). It needs no checkout: the definitions are loaded as a module."""
     from pipelines.supervise import run_group
 
     settings = settings_from_args(args)
     home = ensure_dagster_home(settings)
-    dg_exe = shutil.which("dg")
-    cmd = ([dg_exe, "dev", "--host", args.host, "--port", str(args.port)] if dg_exe else
-           [sys.executable, "-m", "dagster", "dev", "-m", "pipelines.definitions",
-            "-h", args.host, "-p", str(args.port)])
+    cmd = [sys.executable, "-m", "dagster", "dev", "-m", DEFS_MODULE, "-h", args.host, "-p", str(args.port)]
     print(f"Dagster UI on http://{args.host}:{args.port} (DAGSTER_HOME={home})", file=sys.stderr)
-    return run_group(cmd, cwd=REPO_ROOT)  # dg finds the project through pyproject.toml's [tool.dg]
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    # The code server builds its Definitions from the environment: give it this command's paths.
+    return run_group(cmd, cwd=settings.state_dir, env={**os.environ, **settings.path_env()})
 
 
 def build_parser() -> argparse.ArgumentParser:
     from pipelines.importers import LAYOUTS
 
     p = _Parser(prog="kerneltraj", description=__doc__.splitlines()[0])
-    p.add_argument("--state-dir", help="project state folder (default KERNELTRAJ_STATE_DIR or <repo>/.kerneltraj)")
+    p.add_argument("--state-dir", help="project state folder (default KERNELTRAJ_STATE_DIR or ./.kerneltraj)")
     p.add_argument("--warehouse", help="DuckDB warehouse file (default <state>/warehouse.duckdb)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser("release", help="materialise a complete dataset release in-process")
     r.add_argument("--version", help="release version (default v<package version>)")
-    r.add_argument("--inputs", nargs="+", metavar="JSONL", help="attempt files (default demo/attempts.jsonl "
-                                                                "demo/malformed.jsonl plus imports)")
+    r.add_argument("--inputs", nargs="+", metavar="JSONL", help="attempt files (default the imported corpora, or "
+                                                                "the embedded demo corpus when none was imported)")
     r.add_argument("--mode", choices=("zygote", "fresh"), help="grader worker mode of the primary pass")
     r.add_argument("--revalidation-mode", choices=("zygote", "fresh"), help="worker mode of the recheck")
     r.add_argument("--workers", type=_at_least(1), help="grader worker processes, at least 1")

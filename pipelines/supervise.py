@@ -1,6 +1,6 @@
-"""Run a long-lived command (`kerneltraj ui`'s `dg dev`) so that stopping us stops all of it.
+"""Run a long-lived command (`kerneltraj ui`'s `dagster dev`) so that stopping us stops all of it.
 
-`dg dev` starts a webserver, a daemon and code servers. Started in the background (`&`, nohup, a
+`dagster dev` (as `dg dev`) starts a webserver, a daemon and code servers. Started in the background (`&`, nohup, a
 service manager), it inherits an ignored SIGINT, and Dagster maps SIGTERM to SIGINT's handler: it
 then ignores both, and its processes outlive the command that started them. So the command runs
 in a process group of its own with SIGINT restored; on SIGTERM, SIGINT or SIGHUP we ask it to stop
@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 GRACE_S = 3.0
@@ -80,7 +80,7 @@ def stop_group(proc: subprocess.Popen, grace_s: float = GRACE_S) -> None:
         proc.wait()
 
 
-def run_group(cmd: Sequence[str], cwd: Path, grace_s: float = GRACE_S) -> int:
+def run_group(cmd: Sequence[str], cwd: Path, grace_s: float = GRACE_S, env: Mapping[str, str] | None = None) -> int:
     """Run `cmd` until it exits or we are told to stop; either way none of its processes outlives this call.
     Returns its exit status, or 0 when a stop signal ended it."""
     def raise_stop(signum: int, frame: object) -> None:
@@ -89,7 +89,7 @@ def run_group(cmd: Sequence[str], cwd: Path, grace_s: float = GRACE_S) -> int:
     previous = {s: signal.signal(s, raise_stop) for s in STOP_SIGNALS}
     proc = None
     try:
-        proc = subprocess.Popen(list(cmd), cwd=cwd, start_new_session=True, preexec_fn=_child_setup)
+        proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, start_new_session=True, preexec_fn=_child_setup)
         return proc.wait()
     except _Stop:
         return 0

@@ -1,19 +1,42 @@
-"""The project's settings: every `KERNELTRAJ_*` variable is read here, once, so the CLI, `dg dev` and the
-tests build the same Definitions from the same place."""
+"""The project's settings: every `KERNELTRAJ_*` variable of the pipeline is read here, once, so the CLI, `dg dev`
+and the tests build the same Definitions from the same place.
+
+Paths come from the state folder (KERNELTRAJ_STATE_DIR, default `.kerneltraj` in the folder the command starts
+in), never from where the code lies: an installed kerneltraj and a checkout behave alike. Relative paths in a
+variable are taken from the folder the command starts in. The demo corpus is package data (`demo`), the
+default only while nothing else is given: imported corpora replace it, they never join it.
+"""
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.resources
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.core import import_registry, warehouse
+from pipelines.core import import_registry
 
-REPO_ROOT = warehouse.REPO_ROOT
-DEFAULT_INPUTS = ("demo/attempts.jsonl", "demo/malformed.jsonl")
-DEFAULT_CHECKPOINTS = ("demo/checkpoints/baseline.jsonl", "demo/checkpoints/treatment.jsonl")
+STATE_DIR_NAME = ".kerneltraj"
+"""The state folder's name in the folder a command starts in, when KERNELTRAJ_STATE_DIR is unset."""
+DEMO_INPUTS = ("attempts.jsonl", "malformed.jsonl")
+"""The demo corpus's attempt files, in the `demo` package."""
+DEMO_CHECKPOINTS = ("checkpoints/baseline.jsonl", "checkpoints/treatment.jsonl")
+"""The demo's baseline then treatment checkpoint attempts, in the `demo` package."""
+
+
+def demo_dir() -> Path:
+    """The folder of the embedded demo corpus (the `demo` package: a wheel installs it unzipped)."""
+    return Path(str(importlib.resources.files("demo")))
+
+
+def demo_inputs() -> tuple[str, ...]:
+    return tuple(str(demo_dir() / name) for name in DEMO_INPUTS)
+
+
+def demo_checkpoints() -> tuple[str, ...]:
+    return tuple(str(demo_dir() / name) for name in DEMO_CHECKPOINTS)
 
 
 @dataclass(frozen=True)
@@ -21,15 +44,16 @@ class Settings:
     """Where kerneltraj keeps its state and how it grades; every field has an env override."""
 
     state_dir: Path
-    """Project-local state folder (KERNELTRAJ_STATE_DIR, default <repo>/.kerneltraj)."""
+    """Project-local state folder (KERNELTRAJ_STATE_DIR, default ./.kerneltraj where the command starts)."""
     warehouse_path: Path
     """DuckDB file (KERNELTRAJ_WAREHOUSE, default <state>/warehouse.duckdb)."""
     releases_dir: Path
     """Release folders (KERNELTRAJ_RELEASES, default <state>/releases)."""
     splits_dir: Path
-    """Frozen split manifests (KERNELTRAJ_SPLITS, default <repo>/splits)."""
+    """Frozen split manifests (KERNELTRAJ_SPLITS, default <state>/splits)."""
     inputs: tuple[str, ...]
-    """Raw attempt JSONL files (KERNELTRAJ_INPUTS, os.pathsep-separated; relative to the repo)."""
+    """Raw attempt JSONL files (KERNELTRAJ_INPUTS, os.pathsep-separated); unset: the imported corpora, or the
+    embedded demo corpus when nothing was imported."""
     task_files: tuple[str, ...]
     """Extra task-card JSONL files written by importers (KERNELTRAJ_TASK_FILES)."""
     quarantine_files: tuple[str, ...]
@@ -52,23 +76,23 @@ class Settings:
     """Hub base URL releases are published to (KERNELTRAJ_HUB_ENDPOINT); the write token is read from HF_TOKEN."""
     hub_repo: str = ""
     """Hub dataset repo `namespace/name` (KERNELTRAJ_HUB_REPO); empty: publishing is not configured."""
-    checkpoints: tuple[str, ...] = DEFAULT_CHECKPOINTS
+    checkpoints: tuple[str, ...] = field(default_factory=demo_checkpoints)
     """Baseline then treatment checkpoint attempt files of the learning comparison (KERNELTRAJ_CHECKPOINTS,
-    os.pathsep-separated; relative to the repo)."""
+    os.pathsep-separated; default the demo's)."""
 
     @staticmethod
     def from_env(env: dict[str, str] | None = None) -> "Settings":
         env = dict(os.environ if env is None else env)
-        state = Path(env.get("KERNELTRAJ_STATE_DIR") or REPO_ROOT / ".kerneltraj")
+        state = _path(env.get("KERNELTRAJ_STATE_DIR")) or Path.cwd() / STATE_DIR_NAME
         imported = import_registry.files_by_kind(state)
-        inputs = _paths(env.get("KERNELTRAJ_INPUTS")) or DEFAULT_INPUTS + imported["attempts"]
+        inputs = _paths(env.get("KERNELTRAJ_INPUTS")) or imported["attempts"] or demo_inputs()
         tasks = _paths(env.get("KERNELTRAJ_TASK_FILES")) or imported["tasks"]
         quarantine = _paths(env.get("KERNELTRAJ_QUARANTINE_FILES")) or imported["quarantine"]
         return Settings(
             state_dir=state,
-            warehouse_path=Path(env.get("KERNELTRAJ_WAREHOUSE") or state / "warehouse.duckdb"),
-            releases_dir=Path(env.get("KERNELTRAJ_RELEASES") or state / "releases"),
-            splits_dir=Path(env.get("KERNELTRAJ_SPLITS") or REPO_ROOT / "splits"),
+            warehouse_path=_path(env.get("KERNELTRAJ_WAREHOUSE")) or state / "warehouse.duckdb",
+            releases_dir=_path(env.get("KERNELTRAJ_RELEASES")) or state / "releases",
+            splits_dir=_path(env.get("KERNELTRAJ_SPLITS")) or state / "splits",
             inputs=inputs,
             task_files=tasks,
             quarantine_files=quarantine,
@@ -81,8 +105,13 @@ class Settings:
             release_version=env.get("KERNELTRAJ_RELEASE_VERSION") or default_release_version(),
             hub_endpoint=env.get("KERNELTRAJ_HUB_ENDPOINT") or "https://huggingface.co",
             hub_repo=env.get("KERNELTRAJ_HUB_REPO", ""),
-            checkpoints=_paths(env.get("KERNELTRAJ_CHECKPOINTS")) or DEFAULT_CHECKPOINTS,
+            checkpoints=_paths(env.get("KERNELTRAJ_CHECKPOINTS")) or demo_checkpoints(),
         )
+
+    def path_env(self) -> dict[str, str]:
+        """The variables that give another process (the UI's code server) these settings' state paths."""
+        return {"KERNELTRAJ_STATE_DIR": str(self.state_dir), "KERNELTRAJ_WAREHOUSE": str(self.warehouse_path),
+                "KERNELTRAJ_RELEASES": str(self.releases_dir), "KERNELTRAJ_SPLITS": str(self.splits_dir)}
 
 
 class SettingsError(ValueError):
@@ -101,8 +130,13 @@ def _number(env: dict[str, str], name: str, default: str, kind: type, least: flo
     return value
 
 
+def _path(value: str | None) -> Path | None:
+    """An absolute path from a variable (relative to the folder the command starts in), None when unset."""
+    return Path(value).absolute() if value else None
+
+
 def _paths(value: str | None) -> tuple[str, ...]:
-    return tuple(p for p in (value or "").split(os.pathsep) if p)
+    return tuple(str(Path(p).absolute()) for p in (value or "").split(os.pathsep) if p)
 
 
 def default_release_version() -> str:
@@ -111,8 +145,3 @@ def default_release_version() -> str:
     except importlib.metadata.PackageNotFoundError:
         return "v0.0.0"
 
-
-def resolve_path(p: str | Path) -> Path:
-    """Relative paths are relative to the repository, not to wherever the command was started."""
-    p = Path(p)
-    return p if p.is_absolute() else REPO_ROOT / p

@@ -1,4 +1,4 @@
-"""The DuckDB warehouse: one file, DDL and queries from sql/*.sql, all-or-nothing batch writes.
+"""The DuckDB warehouse: one file, DDL and queries from the `sql` package, all-or-nothing batch writes.
 
 Every writer replaces a whole batch (delete its keys, insert the new rows) inside one
 transaction, so a run killed mid-way leaves either the old batch or the new one, never half.
@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import functools
+import importlib.resources
 import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -16,8 +17,6 @@ import duckdb
 
 from pipelines.core.markup import md_escape
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SQL_DIR = REPO_ROOT / "sql"
 SCHEMA_SCRIPTS = ("schema", "rewards", "views", "ledger")
 """Run in this order on every read-write connect: tables, the published rewards' macros, then the views."""
 LOCK_WAIT_S = 60.0
@@ -28,14 +27,14 @@ LOCK_WAIT_S = 60.0
 def load_sql(name: str) -> str:
     """Text of sql/<name>.sql, or of one `-- name: <query>` section when called as `<file>.<query>`.
 
-    Names are plain words, so no path can escape sql/.
+    Names are plain words, so no path can escape the package.
     """
     file, _, section = name.partition(".")
     if not file.replace("_", "").isalnum() or (section and not section.replace("_", "").isalnum()):
         raise ValueError(f"bad SQL name {name!r}")
-    path = SQL_DIR / f"{file}.sql"
+    path = importlib.resources.files("sql").joinpath(f"{file}.sql")
     if not path.is_file():
-        raise FileNotFoundError(f"no SQL file {path}")
+        raise FileNotFoundError(f"no SQL file {file}.sql in the sql package")
     text = path.read_text()
     if not section:
         return text
