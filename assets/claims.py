@@ -1,6 +1,6 @@
 """Claim audit: each speedup an imported corpus claims, against our primary grade of the same attempt.
 
-The logic (what is compared with what, and why) is in `pipelines.claims`; this module reads the
+The logic (what is compared with what, and why) is in `pipelines.reporting.claim_audit`; this module reads the
 claims files, writes the `claim_audit` table and renders the report (markdown and one picture).
 """
 
@@ -14,9 +14,9 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_GRADING, OWNER, check_result, picture, table_metadata
 from grader.labels import TIE_BAND_LOG2
-from pipelines import claims as cl
+from pipelines.reporting import claim_audit as cl
 from pipelines.core.markup import md_escape
-from pipelines.resources import AttemptSources, Warehouse
+from pipelines.defs.resources import AttemptSources, Warehouse
 from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, scalar, transaction
 
 CLASS_COLOURS = {"reproduced": "#2b8a3e", "refuted": "#c92a2a", "ambiguous": "#f59f00", "not_graded": "#adb5bd"}
@@ -127,7 +127,7 @@ def audit_png(points: list[dict[str, Any]]) -> bytes:
 
     The diagonal is 'as claimed' with the tie band around it; bars show our interval. Claims we
     could not time sit on a strip at the bottom, so none disappears from the picture."""
-    from pipelines.plots import png, pyplot
+    from pipelines.reporting.plots import png, pyplot
 
     plt = pyplot()
 

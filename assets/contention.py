@@ -5,7 +5,7 @@ under each declared sharing setting (isolated, compute hog, memory-bandwidth hog
 time-slicing the device, a foreground latency service), with real co-tenant processes, and stores
 the NVML reading and its contradiction flags beside every setting. `revalidation_report` turns
 the recheck and the replay into agreement, distortion, latency, throughput and cost figures.
-Logic lives in pipelines.grading.replay / pipelines.contention_report; this module only wires it.
+Logic lives in pipelines.grading.replay / pipelines.reporting.revalidation_report; this module only wires it.
 """
 
 import datetime as dt
@@ -20,9 +20,9 @@ from assets.grading import grade_row
 from pipelines.grading.agreement import grade_label
 from pipelines.grading.replay import (PRICE_TABLE, ReplayPlan, Verdict, process_graders, read_nvml, replay_attempt_id,
                                   run_setting, sample_pairs)
-from pipelines.contention_report import build_report, report_markdown, report_png
+from pipelines.reporting.revalidation_report import build_report, report_markdown, report_png
 from pipelines.grading.backend import GradingBackend
-from pipelines.resources import Warehouse
+from pipelines.defs.resources import Warehouse
 from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
 
 REPLAY_COLUMNS = ("attempt_id", "task_id", "task_revision", "grader_version", "fingerprint_id", "device", "sharing",

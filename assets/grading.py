@@ -17,11 +17,11 @@ from typing import Any
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from pipelines.plots import reward_vs_speed_figures, reward_vs_speed_png
+from pipelines.reporting.plots import reward_vs_speed_figures, reward_vs_speed_png
 from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, counts_md, picture, table_metadata
 from grader.contract import GRADER_VERSION, REWARD_FLOOR, SizeResult, Status, reward
 from pipelines.grading.backend import GradeOutcome, GradingBackend
-from pipelines.resources import Warehouse
+from pipelines.defs.resources import Warehouse
 from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
 PASS_PRIMARY = "primary"

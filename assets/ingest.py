@@ -18,7 +18,7 @@ from grader.catalogue import load_catalogue
 from pipelines.core.rawattempt import (OWN_FORMAT, Quarantined, RawAttempt, admissible_rows, content_key, import_origin_of,
                                   parse_line, parse_lines, repeat_of, repeat_row)
 from pipelines.core.settings import demo_dir
-from pipelines.resources import AttemptSources, Warehouse
+from pipelines.defs.resources import AttemptSources, Warehouse
 from pipelines.core.warehouse import (bulk_write, insert_rows, load_sql, query_dicts, registered, run_script,
                                  transaction)
 

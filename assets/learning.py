@@ -18,7 +18,7 @@ from pipelines.curation.checkpoint_comparison import compare_checkpoints
 from pipelines.core.rawattempt import RawAttempt, parse_lines
 from pipelines.core.settings import Settings
 from pipelines.grading.backend import GradingBackend
-from pipelines.resources import ReleaseTarget, Warehouse
+from pipelines.defs.resources import ReleaseTarget, Warehouse
 from pipelines.curation.split_policy import DEFAULT_POLICY, load_frozen
 from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 

@@ -1,7 +1,7 @@
 """Stage 8, release: parquet per published table plus a dataset card, written atomically.
 
 Layout (loadable with `datasets.load_dataset(<folder>, <config>)`; the card's `configs:` name each split's files):
-    <releases_dir>/<version>/README.md                         the card (pipelines/dataset_card.md)
+    <releases_dir>/<version>/README.md                         the card (pipelines/reporting/dataset_card.md)
     <releases_dir>/<version>/NOTICE                            attribution of every source, upstream NOTICEs
     <releases_dir>/<version>/data/<config>/<split>-00000-of-00001.parquet
 A config with rows per task has the splits train / validation / test_heldout of the frozen manifest; any
@@ -27,16 +27,16 @@ from assets.revalidation import TIE_BAND_LOG2
 from grader.catalogue import load_catalogue
 from grader.contract import GRADER_VERSION
 from grader.taskcard import size_key
-from pipelines.contention_report import dataset_card_section
+from pipelines.reporting.revalidation_report import dataset_card_section
 from pipelines.core.markup import card_body
-from pipelines.release_card import annotate_parquet, code_commit, configs, notice_text, render_card, split_table
-from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse
+from pipelines.reporting.release_card import annotate_parquet, code_commit, configs, notice_text, render_card, split_table
+from pipelines.defs.resources import AttemptSources, ReleaseTarget, Warehouse
 from pipelines.curation.split_policy import DEFAULT_POLICY, Split
 from pipelines.core.warehouse import (PARQUET_ROW_GROUP_ROWS, copy_parquet, load_sql, query_dicts,
                                  run_script, scalar, transaction)
 
 CONFIGS: dict[str, str] = {name: c["what"] for name, c in configs().items()}
-"""Published configs (pipelines/dataset_card.yaml), each the query `release.<config>` in sql/release.sql."""
+"""Published configs (pipelines/reporting/dataset_card.yaml), each the query `release.<config>` in sql/release.sql."""
 SPLIT_CONFIGS = tuple(name for name, c in configs().items() if c["split_by_task"])
 """Configs with rows per task: written per split of the frozen manifest, with a `split` column."""
 TASK_SPLITS = tuple(s.value for s in Split)

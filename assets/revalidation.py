@@ -19,7 +19,7 @@ from grader.contract import Status
 from grader.labels import TIE_BAND_LOG2, point_label
 from pipelines.grading.agreement import Agreement, GradeLabel, compare, grade_label, summarise, table_label, unit_verdicts
 from pipelines.grading.backend import GradingBackend
-from pipelines.resources import Warehouse
+from pipelines.defs.resources import Warehouse
 from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
 
 INTERVAL_TOLERANCE = 1e-9

@@ -13,7 +13,7 @@ from assets.common import quality_gate, GROUP_CURATION, OWNER, check_result, tab
 from grader.catalogue import load_catalogue
 from pipelines.curation.families import catalogue_tasks
 from pipelines.curation.leakage import CodeItem, leakage_report
-from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse
+from pipelines.defs.resources import AttemptSources, ReleaseTarget, Warehouse
 from pipelines.curation.split_policy import DEFAULT_POLICY, build_manifest, freeze, load_frozen
 from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
 

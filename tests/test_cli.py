@@ -14,7 +14,7 @@ import pytest
 from assets import ingest
 from pipelines import cli
 from pipelines.core.settings import Settings
-from pipelines.resources import AttemptSources, Warehouse
+from pipelines.defs.resources import AttemptSources, Warehouse
 from pipelines.core.warehouse import connect, query_dicts, scalar
 from tests.conftest import REPO_ROOT, SHARED_DATA, project_env
 
@@ -361,7 +361,7 @@ def test_lineage_by_file_line_and_readable_text(tmp_path, monkeypatch, demo_subs
 
 
 def test_plain_status_names_splits_revalidation_and_the_learning_verdict():
-    from pipelines.status import render_text
+    from pipelines.cli.status import render_text
 
     status = {
         "release": {"version": "v1.2.3", "path": "/r/v1.2.3", "published": None},
@@ -521,14 +521,14 @@ def _stop_and_time(proc: subprocess.Popen, tree: set[int], limit_s: float) -> fl
 
 
 def test_a_stubborn_process_group_is_stopped_whole(tmp_path):
-    """pipelines/supervise.py: children that ignore SIGINT and SIGTERM (as `dg dev` does when started in the
+    """pipelines/cli/supervise.py: children that ignore SIGINT and SIGTERM (as `dg dev` does when started in the
     background) are killed with their group a few seconds after we are told to stop."""
     import time
 
-    from pipelines import supervise
+    from pipelines.cli import supervise
 
     script = "trap '' INT TERM; sleep 300 & sleep 300 & wait"
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from pipelines.supervise import run_group; "
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from pipelines.cli.supervise import run_group; "
                              f"sys.exit(run_group(['sh', '-c', {script!r}], cwd='.'))"], cwd=REPO_ROOT)
     deadline = time.monotonic() + 20
     while len(_descendants(proc.pid)) < 3 and time.monotonic() < deadline:  # sh and its two sleeps

@@ -27,11 +27,11 @@ from pipelines.grading.agreement import (Agreement, GradeLabel, Label, compare, 
                                  unit_verdicts)
 from pipelines.grading.replay import (PRICE_TABLE, Flag, ReplayPlan, Setting, Verdict, check_reading, price_usd_per_hour,
                                   replay_attempt_id, replay_seed, run_setting, sample_pairs)
-from pipelines.contention_report import (_revalidation_status, build_report, dataset_card_section, report_markdown,
+from pipelines.reporting.revalidation_report import (revalidation_status, build_report, dataset_card_section, report_markdown,
                                          report_png, status_figures)
 from pipelines.grading.cotenants import CoTenant, LoadDriver, Role
 from pipelines.grading.backend import GradingBackend
-from pipelines.status import StatusContext
+from pipelines.reporting.status_sections import StatusContext
 from pipelines.core.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -398,10 +398,10 @@ def test_status_section_absent_until_there_is_something(tmp_path):
     with connect(path):
         pass
     with connect(path, read_only=True) as con:
-        assert _revalidation_status(StatusContext(con, None, None)) is None
+        assert revalidation_status(StatusContext(con, None, None)) is None
     _build_tables(path, "cpu", "cpu")
     with connect(path, read_only=True) as con:
-        out = _revalidation_status(StatusContext(con, None, None))
+        out = revalidation_status(StatusContext(con, None, None))
     assert out["recheck"] is None and [s["setting"] for s in out["contention"]["settings"]] == [
         "isolated", "compute_hog", "latency_service"]
 

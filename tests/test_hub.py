@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from huggingface_hub.errors import RevisionNotFoundError
 
-from pipelines.hub import HubPublisher, HubPublishError, VersionPinnedError, scan_release
+from pipelines.publishing.hub import HubPublisher, HubPublishError, VersionPinnedError, scan_release
 from tests.hub_server import LOST_ANSWER, UNROUTED, LocalHub
 
 pytestmark = pytest.mark.hub
@@ -104,7 +104,7 @@ def repo_files(hub: LocalHub, repo_id: str, revision: str) -> set[str]:
 def run_publish_subprocess(hub: LocalHub, repo_id: str, release: Path, version: str, **env: str) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         from pathlib import Path
-        from pipelines.hub import HubPublisher
+        from pipelines.publishing.hub import HubPublisher
         HubPublisher(endpoint={hub.url!r}, repo_id={repo_id!r}, token_env_var={TOKEN_VAR!r}, private=False,
                      backoff_s=0.01).publish(Path({str(release)!r}), {version!r})
     """)

@@ -1,6 +1,6 @@
 """The release's published form, without running the pipeline: per-turn and per-grade measurement and revalidation
 state (sql/release.sql on a small real warehouse), the quality gate's rule for rewards not graded here, and the card's
-column descriptions and licences (pipelines/dataset_card.yaml, pipelines/release_card.py).
+column descriptions and licences (pipelines/reporting/dataset_card.yaml, pipelines/reporting/release_card.py).
 
 The same properties are checked on a real release, loaded from a local Hub, in tests/test_publish.py.
 """
@@ -18,8 +18,8 @@ import yaml
 from assets.release import CONFIGS, SPLIT_CONFIGS, dataset_card
 from grader.contract import GRADER_VERSION, Status
 from pipelines.core.markup import card_body
-from pipelines.quality import NOT_GRADED_HERE, validate_table
-from pipelines.release_card import (REVALIDATION_STATES, annotate_parquet, card_spec, column_problems, describe,
+from pipelines.defs.quality import NOT_GRADED_HERE, validate_table
+from pipelines.reporting.release_card import (REVALIDATION_STATES, annotate_parquet, card_spec, column_problems, describe,
                                     licences, notice_text)
 from pipelines.core.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
 

@@ -26,10 +26,10 @@ from assets.release import dataset_card
 from grader.contract import GRADER_VERSION, REWARD_FLOOR, GradeResult, Reason, Status
 from pipelines.importers import admit
 from pipelines.core.markup import card_body, md_escape
-from pipelines.quality import validate_table
+from pipelines.defs.quality import validate_table
 from pipelines.core.rawattempt import _NAME, Quarantined
 from pipelines.grading.backend import GradeOutcome
-from pipelines.resources import AttemptSources, Warehouse
+from pipelines.defs.resources import AttemptSources, Warehouse
 from pipelines.core.warehouse import connect, load_sql, markdown_table, query_dicts, run_script, scalar
 
 HOSTILE = {

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from pipelines.core.rawattempt import content_key, id_part
+
 REGISTRY = "registry.json"
 MERGED_TASKS = "tasks.jsonl"
 KINDS = ("attempts", "quarantine", "tasks", "claims", "rejected", "problems")
@@ -56,8 +58,6 @@ def registry_path(state_dir: Path) -> Path:
 
 def import_id(fmt: str, sources: Sequence[str | Path]) -> str:
     """Stable id of an import of exactly these sources (order does not matter)."""
-    from pipelines.importers import id_part
-
     paths = sorted(str(Path(p).resolve()) for p in sources)
     digest = hashlib.sha256("\n".join(paths).encode("utf-8", "surrogatepass")).hexdigest()[:8]
     first = Path(paths[0])
@@ -145,8 +145,6 @@ def attempt_overlap(state_dir: Path, attempt_ids: set[str], except_id: str) -> d
 
 def content_of(attempt: dict[str, Any]) -> tuple[str, str, str] | None:
     """`pipelines.core.rawattempt.content_key` of an imported attempt row: what makes two imported attempts one."""
-    from pipelines.core.rawattempt import content_key
-
     source = attempt.get("source")
     if not isinstance(source, str):
         return None

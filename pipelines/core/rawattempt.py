@@ -25,6 +25,15 @@ YAML front matter would read as markup. Where names are rendered they are escape
 (pipelines/core/markup.py)."""
 _SCRIPT_SCHEME = re.compile(r"^(javascript|vbscript|data):", re.IGNORECASE)
 """A name is never a link target: names opening with a script-capable URL scheme are refused too."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
+
+
+def id_part(text: object, limit: int = 60) -> str:
+    """A fragment safe inside our ids (charset of _ID, no `..`), never empty: importers build ids from corpus
+    names with it, and the import registry its import ids."""
+    s = _UNSAFE.sub("_", str(text))[:limit].strip("._-")
+    s = re.sub(r"\.{2,}", ".", s)
+    return s or "x"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import enum
+import importlib.util
 import json
 import os
 import select
@@ -66,9 +67,8 @@ def child_env() -> dict[str, str]:
     """This process's environment for a child running one of our programs (`python -m pipelines...`), with the
     folder this process imported `pipelines` from first on PYTHONPATH: the child runs the same code, whether it
     is installed or a checkout on the parent's path."""
-    import pipelines
-
-    root = str(Path(next(iter(pipelines.__path__))).parent)
+    spec = importlib.util.find_spec("pipelines")
+    root = str(Path(next(iter(spec.submodule_search_locations))).parent)
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
 
 

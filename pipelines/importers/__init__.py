@@ -13,13 +13,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 from grader.taskcard import TaskCard
-from pipelines.core.rawattempt import Quarantined, RawAttempt, RejectRow, parse_record
+from pipelines.core.rawattempt import Quarantined, RawAttempt, RejectRow, id_part, parse_record
 
 EXCERPT_BYTES = 200
 
@@ -101,16 +100,6 @@ def excerpt(raw: bytes | str) -> str:
     if isinstance(raw, str):
         raw = raw.encode("utf-8", "surrogatepass")
     return raw[:EXCERPT_BYTES].decode("utf-8", "replace")
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]+")
-
-
-def id_part(text: object, limit: int = 60) -> str:
-    """A fragment safe inside our ids (charset of rawattempt._ID, no `..`), never empty."""
-    s = _UNSAFE.sub("_", str(text))[:limit].strip("._-")
-    s = re.sub(r"\.{2,}", ".", s)
-    return s or "x"
 
 
 def iter_lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -235,5 +224,5 @@ def refusal(batch: ImportBatch, paths: list[Path]) -> str | None:
     return None
 
 
-__all__ = ["IMPORTERS", "LAYOUTS", "TASKS_FROM", "FieldProblem", "ImportBatch", "TaskReject", "path_problem",
+__all__ = ["IMPORTERS", "LAYOUTS", "TASKS_FROM", "FieldProblem", "ImportBatch", "TaskReject", "id_part", "path_problem",
            "problems_of", "refusal", "repeated_attempts"]

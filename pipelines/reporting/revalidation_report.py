@@ -18,7 +18,7 @@ from grader.labels import TIE_BAND_LOG2
 from pipelines.grading.agreement import AgreementSummary, GradeLabel, Label, grade_label, summarise, unit_verdicts
 from pipelines.grading.replay import PRICE_TABLE, Setting, price_usd_per_hour
 from pipelines.core.markup import md_escape
-from pipelines.status import StatusContext, section
+from pipelines.reporting.status_sections import StatusContext
 from pipelines.core.warehouse import load_sql, markdown_table, query_dicts
 
 FAILED_STATUSES = ("infra_error", "unsupported_on_backend", "timeout", "crashed")
@@ -263,7 +263,7 @@ def _matrix_md(s: AgreementSummary) -> str:
 
 def report_png(rep: Report) -> bytes:
     """Agreement, ambiguity and false-fast rate per setting, beside the reward distortion (Δlog2 p10-p90)."""
-    from pipelines.plots import png, pyplot
+    from pipelines.reporting.plots import png, pyplot
 
     plt = pyplot()
     names = [f.setting for f in rep.settings] or ["(none)"]
@@ -321,8 +321,7 @@ def status_figures(rep: Report) -> dict[str, Any]:
     }
 
 
-@section("revalidation")
-def _revalidation_status(ctx: StatusContext) -> dict[str, Any] | None:
+def revalidation_status(ctx: StatusContext) -> dict[str, Any] | None:
     """None when neither the recheck nor the replay has anything in the warehouse."""
     try:
         rep = build_report(ctx.con)

@@ -1,6 +1,6 @@
 """Dagster Definitions for kerneltraj: the assets, their checks, the resources and `release_job`.
 
-Loadable by `dg dev` ([tool.dg] defs_module) and `dagster-webserver -m pipelines.definitions`;
+Loadable by `dg dev` ([tool.dg] defs_module) and `dagster-webserver -m pipelines.defs.definitions`;
 the CLI and the tests build their own with `build_defs(settings)`.
 """
 from __future__ import annotations
@@ -8,9 +8,9 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import ASSETS, CHECKS, PUBLISH_ASSETS
-from pipelines.hub import HubPublisher
+from pipelines.publishing.hub import HubPublisher
 from pipelines.core.settings import Settings
-from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse, backend_from
+from pipelines.defs.resources import AttemptSources, PublishGate, ReleaseTarget, Warehouse, backend_from
 
 RELEASE_JOB = "release_job"
 PUBLISH_JOB = "publish_job"
@@ -31,6 +31,12 @@ publish_job = dg.define_asset_job(
 )
 
 
+def blocking_checks(checks: list[dg.AssetChecksDefinition]) -> list[str]:
+    """`asset:check` names of the blocking checks among `checks`: what a publish waits on."""
+    return sorted(f"{spec.key.asset_key.to_user_string()}:{spec.key.name}" for c in checks for spec in c.check_specs
+                  if spec.blocking)
+
+
 def build_defs(settings: Settings) -> dg.Definitions:
     """Definitions wired to one project's settings (paths and grader options)."""
     return dg.Definitions(
@@ -46,6 +52,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
             "release_target": ReleaseTarget(releases_dir=str(settings.releases_dir), version=settings.release_version,
                                             splits_dir=str(settings.splits_dir)),
             "hub": HubPublisher(endpoint=settings.hub_endpoint, repo_id=settings.hub_repo),
+            "publish_gate": PublishGate(blocking_checks=blocking_checks(CHECKS)),
         },
         # One step at a time: the DuckDB warehouse has a single writer, and grading holds the GPU pool.
         executor=dg.in_process_executor,

@@ -29,7 +29,7 @@ class AttemptSources(dg.ConfigurableResource):
     """Where raw attempts and imported task cards come from."""
 
     paths: list[str]
-    """Attempt JSONL files, absolute or relative to the repository root."""
+    """Attempt JSONL files (a relative path is taken from the folder the run started in)."""
     task_files: list[str] = []
     """Task-card JSONL files written by importers, added to the built-in catalogue."""
     quarantine_files: list[str] = []
@@ -44,7 +44,15 @@ class ReleaseTarget(dg.ConfigurableResource):
     version: str
     """Version of the release this run writes (a folder name and a tag)."""
     splits_dir: str
-    """Folder of frozen split manifests (committed with the repository)."""
+    """Folder of frozen split manifests (default <state>/splits)."""
+
+
+class PublishGate(dg.ConfigurableResource):
+    """What must hold before a release leaves the machine: the latest outcome of every blocking check passed."""
+
+    blocking_checks: list[str] = []
+    """`asset:check` names of the blocking checks of the release and of the stages it is built from; a publish
+    with none to consult is refused."""
 
 
 def backend_from(settings: Settings, revalidation: bool = False) -> GradingBackend:

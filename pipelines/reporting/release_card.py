@@ -1,7 +1,7 @@
 """The release's dataset card and the column descriptions its parquet files carry, from one description file.
 
-`pipelines/dataset_card.yaml` describes every config, every column, the JSON-in-string columns and the licence
-of every source corpus; `pipelines/dataset_card.md` is the card's template. Untrusted values (task ids, device
+`pipelines/reporting/dataset_card.yaml` describes every config, every column, the JSON-in-string columns and the licence
+of every source corpus; `pipelines/reporting/dataset_card.md` is the card's template. Untrusted values (task ids, device
 names, fingerprints) go through `md_escape` before they reach the template, and the front matter through
 `front_matter_card`, so neither can add markup or a YAML key.
 """
@@ -35,10 +35,10 @@ REWARD_KINDS = ("log2_speedup_vs_expert", "cpu_timing_not_a_speedup", "floor", "
 
 @functools.cache
 def card_spec() -> dict[str, Any]:
-    """pipelines/dataset_card.yaml, parsed once."""
+    """pipelines/reporting/dataset_card.yaml, parsed once."""
     import yaml
 
-    return yaml.safe_load(importlib.resources.files("pipelines").joinpath("dataset_card.yaml").read_text())
+    return yaml.safe_load(importlib.resources.files("pipelines.reporting").joinpath("dataset_card.yaml").read_text())
 
 
 def configs() -> dict[str, dict[str, Any]]:
@@ -58,7 +58,7 @@ def column_problems(config: str, names: list[str]) -> list[str]:
     declared = list(card_spec()["columns"].get(config) or {})
     problems = []
     if names != declared:
-        problems.append(f"{config}: published columns {names} differ from pipelines/dataset_card.yaml {declared}")
+        problems.append(f"{config}: published columns {names} differ from pipelines/reporting/dataset_card.yaml {declared}")
     problems += [f"{config}.{c}: no description" for c in names if not describe(config, c)]
     return problems
 
@@ -170,7 +170,7 @@ def render_card(version: str, run_id: str, rows: dict[str, int], facts: dict[str
                 data_files: dict[str, list[dict[str, str]]], default_config: str,
                 split_rows: dict[str, dict[str, int]] | None = None, types: dict[str, dict[str, str]] | None = None,
                 revalidation_md: str = "") -> str:
-    """README.md of a release: front matter plus the body rendered from pipelines/dataset_card.md."""
+    """README.md of a release: front matter plus the body rendered from pipelines/reporting/dataset_card.md."""
     import jinja2
 
     spec, types, split_rows = card_spec(), types or {}, split_rows or {}
@@ -180,7 +180,7 @@ def render_card(version: str, run_id: str, rows: dict[str, int], facts: dict[str
     backends = facts.get("backends") or []
     src = licences(facts.get("sources", []))
     env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
-    template = env.from_string(importlib.resources.files("pipelines").joinpath("dataset_card.md").read_text())
+    template = env.from_string(importlib.resources.files("pipelines.reporting").joinpath("dataset_card.md").read_text())
     body = template.render(
         version=md_escape(version), version_key=re.sub(r"\W", "_", version), run_id=md_escape(run_id),
         default_config=default_config, cpu_backend="cpu" in backends,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from grader.contract import REWARD_FLOOR, SPEEDUP_CLIP, Status
-from pipelines.release_card import REVALIDATION_STATES, REWARD_KINDS
+from pipelines.reporting.release_card import REVALIDATION_STATES, REWARD_KINDS
 from pipelines.curation.split_policy import Split
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ import duckdb
 
 from grader.contract import SizeResult
 from grader.labels import TIE_BAND_LOG2, log2_interval
-from pipelines.status import StatusContext, section
+from pipelines.reporting.status_sections import StatusContext
 from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script
 
 CLAIMS_FILE = "claims.jsonl"
@@ -280,8 +280,7 @@ def _counts(rows: Iterable[dict[str, Any]]) -> dict[str, int]:
     return out
 
 
-@section("claims")
-def _claims_section(ctx: StatusContext) -> dict[str, Any] | None:
+def claims_status(ctx: StatusContext) -> dict[str, Any] | None:
     try:
         s = summary(ctx.con, worst=5)
     except duckdb.CatalogException:

@@ -29,6 +29,11 @@ HUB_MANAGED_FILES = frozenset({".gitattributes"})
 VERSION_RE = re.compile(r"v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.-]+)?")
 """Accepted release versions (`v1.3.0`, `v2.0.0-rc.1`): they become git tags."""
 
+UNCONFIGURED = ("no Hub repo configured: set KERNELTRAJ_HUB_REPO=<namespace>/<name> (and KERNELTRAJ_HUB_ENDPOINT "
+                "for a Hub other than https://huggingface.co, HF_TOKEN to a token with write access), or pass "
+                "--repo/--endpoint to `kerneltraj publish`")
+"""Why nothing can be published yet, and how to say where to."""
+
 _T = TypeVar("_T")
 
 

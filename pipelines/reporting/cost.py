@@ -13,8 +13,8 @@ from typing import Any
 
 import duckdb
 
-from pipelines.contention_report import has_table
-from pipelines.status import StatusContext, section
+from pipelines.reporting.revalidation_report import has_table
+from pipelines.reporting.status_sections import StatusContext
 from pipelines.core.warehouse import load_sql, query_dicts
 
 CONSERVATION_REL_TOL = 1e-6
@@ -178,8 +178,7 @@ def status_figures(s: CostSummary) -> dict[str, Any]:
     }
 
 
-@section("cost")
-def _cost_status(ctx: StatusContext) -> dict[str, Any] | None:
+def cost_status(ctx: StatusContext) -> dict[str, Any] | None:
     """None until the accounting asset has built record_costs."""
     try:
         s = cost_summary(ctx.con)
