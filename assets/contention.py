@@ -19,7 +19,7 @@ from assets.common import GROUP_GRADING, OWNER, check_result, picture, table_met
 from assets.grading import grade_row
 from pipelines.grading.agreement import grade_label
 from pipelines.grading.replay import (PRICE_TABLE, ReplayPlan, Verdict, process_graders, read_nvml, replay_attempt_id,
-                                  run_setting, sample_pairs)
+                                      run_setting, sample_pairs)
 from pipelines.reporting.revalidation_report import build_report, report_markdown, report_png
 from pipelines.grading.backend import GradingBackend
 from pipelines.defs.resources import Warehouse

@@ -15,12 +15,12 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_INGEST, OWNER, check_result, counts_md, table_metadata
 from grader.catalogue import load_catalogue
-from pipelines.core.rawattempt import (OWN_FORMAT, Quarantined, RawAttempt, admissible_rows, content_key, import_origin_of,
-                                  parse_line, parse_lines, repeat_of, repeat_row)
+from pipelines.core.rawattempt import (OWN_FORMAT, Quarantined, RawAttempt, admissible_rows, content_key,
+                                       import_origin_of, parse_line, parse_lines, repeat_of, repeat_row)
 from pipelines.core.settings import demo_dir
 from pipelines.defs.resources import AttemptSources, Warehouse
 from pipelines.core.warehouse import (bulk_write, insert_rows, load_sql, query_dicts, registered, run_script,
-                                 transaction)
+                                      transaction)
 
 
 def display_path(path: Path) -> str:

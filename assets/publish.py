@@ -124,7 +124,8 @@ def hub_tag_matches_release(hub: HubPublisher, warehouse: Warehouse,
     else:
         remote = set(api.list_repo_files(rec["repo_id"], repo_type="dataset", revision=rec["tag"]))
         problems += [{"problem": f"missing on the Hub: {f}"} for f in sorted(set(rec["files"]) - remote)]
-        problems += [{"problem": f"not in the release: {f}"} for f in sorted(remote - set(rec["files"]) - HUB_MANAGED_FILES)]
+        extra = remote - set(rec["files"]) - HUB_MANAGED_FILES
+        problems += [{"problem": f"not in the release: {f}"} for f in sorted(extra)]
     return check_result(problems, "differences between the Hub and the publish record",
                         repo_id=rec["repo_id"], tag=rec["tag"])
 

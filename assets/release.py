@@ -29,11 +29,12 @@ from grader.contract import GRADER_VERSION
 from grader.taskcard import size_key
 from pipelines.reporting.revalidation_report import dataset_card_section
 from pipelines.core.markup import card_body
-from pipelines.reporting.release_card import annotate_parquet, code_commit, configs, notice_text, render_card, split_table
+from pipelines.reporting.release_card import (annotate_parquet, code_commit, configs, notice_text, render_card,
+                                              split_table)
 from pipelines.defs.resources import AttemptSources, ReleaseTarget, Warehouse
 from pipelines.curation.split_policy import DEFAULT_POLICY, Split
-from pipelines.core.warehouse import (PARQUET_ROW_GROUP_ROWS, copy_parquet, load_sql, query_dicts,
-                                 run_script, scalar, transaction)
+from pipelines.core.warehouse import (PARQUET_ROW_GROUP_ROWS, copy_parquet, load_sql, query_dicts, run_script, scalar,
+                                      transaction)
 
 CONFIGS: dict[str, str] = {name: c["what"] for name, c in configs().items()}
 """Published configs (pipelines/reporting/dataset_card.yaml), each the query `release.<config>` in sql/release.sql."""

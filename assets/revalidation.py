@@ -17,7 +17,8 @@ from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, coun
 from assets.grading import PASS_REVALIDATION, grade_checks, grade_pending
 from grader.contract import Status
 from grader.labels import TIE_BAND_LOG2, point_label
-from pipelines.grading.agreement import Agreement, GradeLabel, compare, grade_label, summarise, table_label, unit_verdicts
+from pipelines.grading.agreement import (Agreement, GradeLabel, compare, grade_label, summarise, table_label,
+                                         unit_verdicts)
 from pipelines.grading.backend import GradingBackend
 from pipelines.defs.resources import Warehouse
 from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction

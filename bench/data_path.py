@@ -9,7 +9,8 @@ the grading stage writes. Everything else is the pipeline's own code and SQL: th
 `assets.ingest.load_attempt_files` (what the raw_attempts asset runs: DuckDB admits the lines it can prove
 admissible, `parse_line` judges the rest), the warehouse is created by sql/schema.sql, views.sql and
 ledger.sql, the stages run `revalidation.rebuild`, `accounting.rebuild`, `trajectories.rebuild`,
-`pipelines.curation.split_policy.build_manifest`, and the release is `assets.release.export_configs`. Grades enter in bulk
+`pipelines.curation.split_policy.build_manifest`, and the release is `assets.release.export_configs`. Grades enter in
+bulk
 from parquet (the grading asset commits them as they arrive); that statement is bench-only and inline below,
 marked `BENCH-ONLY SQL`, as is the row-for-row comparison against the reference ingest.
 
@@ -20,7 +21,6 @@ the released parquet and writing it again, nothing else (same files, same compre
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import math
@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipelines.core.rawattempt import RawAttempt, RejectRow, parse_lines, parse_record  # noqa: E402
+from pipelines.core.rawattempt import RawAttempt, parse_lines  # noqa: E402
 
 GEN_VERSION = 1
 """Bump when the generator changes: cached inputs under --workdir are rebuilt."""
@@ -157,11 +157,13 @@ def make_variant(rng: random.Random) -> str:
         if pick < 0.4:
             src += "\n# " + "\n# ".join(rng.choice(SENTENCES) for _ in range(rng.randint(2, 6))) + "\n"
         elif pick < 0.7:
-            cfgs = ", ".join(f"triton.Config({{'BLOCK': {rng.choice([64, 128, 256, 512])}}}, num_warps={rng.choice([2, 4, 8])},"
-                             f" num_stages={rng.randint(1, 4)})" for _ in range(rng.randint(2, 8)))
+            cfgs = ", ".join(f"triton.Config({{'BLOCK': {rng.choice([64, 128, 256, 512])}}}, "
+                             f"num_warps={rng.choice([2, 4, 8])}, num_stages={rng.randint(1, 4)})"
+                             for _ in range(rng.randint(2, 8)))
             src += f"\nCONFIGS_{rng.randrange(999)} = [{cfgs}]\n"
         else:
-            sizes = ", ".join(f"({rng.randint(1, 64) * 64}, {rng.randint(1, 64) * 32})" for _ in range(rng.randint(2, 6)))
+            sizes = ", ".join(f"({rng.randint(1, 64) * 64}, {rng.randint(1, 64) * 32})"
+                              for _ in range(rng.randint(2, 6)))
             src += (f"\n\ndef _bench_{rng.randrange(999)}(fn):\n    import time\n    for shape in [{sizes}]:\n"
                     f"        x = torch.randn(shape, device='cuda')\n        t0 = time.perf_counter()\n"
                     f"        for _ in range({rng.randint(5, 50)}):\n            fn(x)\n"
@@ -470,7 +472,8 @@ def stage_ingest_rowwise(ctx: dict) -> dict:
                                     "lineage": c.lineage, "run_id": RUN_ID,
                                     "public_card": json.dumps(c.public_card(), sort_keys=True, default=list)}
                                    for c in catalogue.values()])
-        n_raw, n_q = con.execute("SELECT (SELECT count(*) FROM raw_attempts), (SELECT count(*) FROM quarantine)").fetchone()
+        n_raw, n_q = con.execute("SELECT (SELECT count(*) FROM raw_attempts), "
+                                 "(SELECT count(*) FROM quarantine)").fetchone()
     shutil.rmtree(parts_dir, ignore_errors=True)
     return {"rows": n_raw, "quarantined": n_q, "parse_s": round(t_parse, 2),
             "peak_kb": max(parse_peak_kb, _maxrss_kb())}  # the insert runs after the workers have exited
@@ -684,8 +687,8 @@ def _stage_entry(name: str, ctx: dict, conn) -> None:
     """In a fresh spawned process: import, then time the stage alone; report seconds and RSS high-water."""
     import importlib
 
-    for mod in ["duckdb", "pyarrow.parquet", "pipelines.core.warehouse", "pipelines.core.rawattempt", "grader.catalogue",
-                *PREIMPORT.get(name, [])]:
+    for mod in ["duckdb", "pyarrow.parquet", "pipelines.core.warehouse", "pipelines.core.rawattempt",
+                "grader.catalogue", *PREIMPORT.get(name, [])]:
         importlib.import_module(mod)
     try:
         t0 = time.perf_counter()
@@ -792,8 +795,9 @@ def check(results: dict, gen: dict) -> list[str]:
     problems = []
     bad = sum(sum(f["bad"].values()) for f in gen["files"])
     if results["ingest"]["rows"] != gen["accepted"] or results["ingest"]["quarantined"] != bad:
-        problems.append(f"ingest admitted {results['ingest']['rows']} / quarantined {results['ingest']['quarantined']}, "
-                        f"the generator wrote {gen['accepted']} valid and {bad} malformed lines")
+        problems.append(f"ingest admitted {results['ingest']['rows']} / quarantined "
+                        f"{results['ingest']['quarantined']}, the generator wrote {gen['accepted']} valid and "
+                        f"{bad} malformed lines")
     if not results["ledger"]["conserved"]:
         problems.append("ledger: some input line has no terminal state, or more than one")
     if results["trajectories"]["membership_violations"] or results["splits"]["unassigned_tasks"]:

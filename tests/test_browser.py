@@ -51,8 +51,9 @@ def ui_url(tmp_path_factory, request):
     port = _free_port()
     log = tmp_path_factory.mktemp("webserver") / "webserver.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(["dagster-webserver", "-m", "pipelines.defs.definitions", "-h", "127.0.0.1", "-p", str(port)],
-                                env=release_env(project), cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(["dagster-webserver", "-m", "pipelines.defs.definitions", "-h", "127.0.0.1",
+                                 "-p", str(port)], env=release_env(project), cwd=REPO_ROOT, stdout=out,
+                                stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_S

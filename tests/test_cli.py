@@ -388,8 +388,9 @@ def test_plain_status_names_splits_revalidation_and_the_learning_verdict():
     assert "none yet" in render_text({"release": {"version": None, "note": "no release yet"}})
 
 
-RELU_REFERENCE = ("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
-                  "\nN = 4096\n\ndef get_inputs():\n    return [torch.randn(N)]\n\ndef get_init_inputs():\n    return []\n")
+RELU_REFERENCE = ("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                  "        return torch.relu(x)\n\nN = 4096\n\ndef get_inputs():\n    return [torch.randn(N)]\n\n"
+                  "def get_init_inputs():\n    return []\n")
 
 
 @pytest.fixture()

@@ -23,12 +23,12 @@ from grader.contract import GradeResult, Reason, SizeResult, Status
 from grader.fingerprint import Replay, collect
 from grader.labels import TIE_BAND_LOG2
 from grader.labels import speed_label as grader_speed_label
-from pipelines.grading.agreement import (Agreement, GradeLabel, Label, compare, consensus, grade_label, quantile, summarise,
-                                 unit_verdicts)
-from pipelines.grading.replay import (PRICE_TABLE, Flag, ReplayPlan, Setting, Verdict, check_reading, price_usd_per_hour,
-                                  replay_attempt_id, replay_seed, run_setting, sample_pairs)
-from pipelines.reporting.revalidation_report import (revalidation_status, build_report, dataset_card_section, report_markdown,
-                                         report_png, status_figures)
+from pipelines.grading.agreement import (Agreement, GradeLabel, Label, compare, consensus, grade_label, quantile,
+                                         summarise, unit_verdicts)
+from pipelines.grading.replay import (PRICE_TABLE, Flag, ReplayPlan, Setting, Verdict, check_reading,
+                                      price_usd_per_hour, replay_attempt_id, replay_seed, run_setting, sample_pairs)
+from pipelines.reporting.revalidation_report import (revalidation_status, build_report, dataset_card_section,
+                                                     report_markdown, report_png, status_figures)
 from pipelines.grading.cotenants import CoTenant, LoadDriver, Role
 from pipelines.grading.backend import GradingBackend
 from pipelines.reporting.status_sections import StatusContext

@@ -12,8 +12,8 @@ import torch
 
 from grader import fingerprint, wire
 from grader.compare import check_output_meta, compare
-from grader.contract import (REWARD_FLOOR, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup, request_from_json,
-                             reward)
+from grader.contract import (REWARD_FLOOR, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup,
+                             request_from_json, reward)
 from grader.inputs import make_inputs
 from grader.statics import static_findings
 from grader.timing import median, median_ci

@@ -47,7 +47,8 @@ def write_release(root: Path, configs: dict[str, dict[str, list[Any]]], shards: 
         step = -(-table.num_rows // n)
         for i in range(n):
             pq.write_table(table.slice(i * step, step), root / "data" / name / f"train-{i:05d}-of-{n:05d}.parquet")
-        card += [f"- config_name: {name}", "  data_files:", "  - split: train", f"    path: data/{name}/train-*.parquet"]
+        card += [f"- config_name: {name}", "  data_files:", "  - split: train",
+                 f"    path: data/{name}/train-*.parquet"]
     (root / "README.md").write_text("\n".join(card + ["---", "", "# kerneltraj test release", ""]))
     return root
 

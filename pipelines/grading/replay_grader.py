@@ -52,8 +52,8 @@ class ProcessGrader(GradingBackend):
         import tempfile
 
         self._device_arg, self._reader = device, None
-        cmd = [sys.executable, "-m", "pipelines.grading.replay_grader", "--mode", self.mode, "--workers", str(self.workers),
-               "--device", device]
+        cmd = [sys.executable, "-m", "pipelines.grading.replay_grader", "--mode", self.mode,
+               "--workers", str(self.workers), "--device", device]
         for p in self.task_files:
             cmd += ["--catalogue-extra", str(Path(p))]
         self._err = tempfile.TemporaryFile()

@@ -58,7 +58,7 @@ def column_problems(config: str, names: list[str]) -> list[str]:
     declared = list(card_spec()["columns"].get(config) or {})
     problems = []
     if names != declared:
-        problems.append(f"{config}: published columns {names} differ from pipelines/reporting/dataset_card.yaml {declared}")
+        problems.append(f"{config}: published columns {names} differ from dataset_card.yaml {declared}")
     problems += [f"{config}.{c}: no description" for c in names if not describe(config, c)]
     return problems
 

@@ -134,7 +134,8 @@ def learning_comparison(ctx: StatusContext) -> dict[str, Any] | None:
 def reliability(ctx: StatusContext) -> dict[str, Any] | None:
     try:
         passes = query_dicts(ctx.con, load_sql("status_sections.reliability_grades"))
-        quarantined = {r["reason_code"]: int(r["n"]) for r in query_dicts(ctx.con, load_sql("status_sections.quarantine_reasons"))}
+        quarantined = {r["reason_code"]: int(r["n"])
+                       for r in query_dicts(ctx.con, load_sql("status_sections.quarantine_reasons"))}
     except duckdb.CatalogException:
         return None
     return {"grading_passes": {p["grading_pass"]: {"graded": int(p["graded"]), "retries": int(p["retries"] or 0),
