@@ -37,12 +37,39 @@ def prepare(n: int, out: Path) -> None:
             f.write(json.dumps({"attempt_id": a.attempt_id, "task_id": a.task_id, "source": a.source,
                                 "language": a.language, "entry_point": a.entry_point,
                                 "claimed_speedup": a.claimed_speedup}) + "\n")
-    print(f"{len(chosen)} attempts on {len({a.task_id for a in chosen})} tasks -> {out}")
+    n_own = prepare_own_inputs(out)
+    print(f"{len(chosen)} attempts on {len({a.task_id for a in chosen})} tasks, and {n_own} attempts at tasks that "
+          f"make their own inputs -> {out}")
+
+
+OWN_INPUTS = ROOT / "tests" / "fixtures" / "own_inputs"
+
+
+def prepare_own_inputs(out: Path) -> int:
+    """Cards and requests of the KernelBench-style tasks whose inputs only their own get_inputs() makes
+    (tests/fixtures/own_inputs), beside the sample: each attempt carries the verdict it must get."""
+    from pipelines.importers import write_cards
+    from pipelines.importers.kernelbench import build_cards, kernelbench_task_id
+
+    cases = json.loads((OWN_INPUTS / "cases.json").read_text())
+    keys = {k: tuple(map(int, k.split(":"))) for k in cases["tasks"]}
+    cards = build_cards({keys[k]: (OWN_INPUTS / f).read_text() for k, f in cases["tasks"].items()})
+    refused = {k: c for k, c in cards.items() if isinstance(c, Exception)}
+    if refused:
+        raise SystemExit(f"the importer refused own-input tasks: {refused}")
+    write_cards(list(cards.values()), out / "own_inputs_cards.jsonl")
+    with open(out / "own_inputs_requests.jsonl", "w") as f:
+        for name, (key, src, status, code) in cases["attempts"].items():
+            f.write(json.dumps({"attempt_id": f"own_inputs:{name}", "task_id": kernelbench_task_id(*keys[key]),
+                                "source": (OWN_INPUTS / src).read_text(), "language": "pytorch",
+                                "entry_point": "ModelNew", "expect": f"{status}/{code}"}) + "\n")
+    return len(cases["attempts"])
 
 
 def sample_requests(n: int):
     """(requests, card files, metas) of the first n prepared attempts; a meta holds the attempt's group
-    (`cuda_l1`), level and the speedup its authors claim."""
+    (`cuda_l1`), level and the speedup its authors claim. The own-input cases (group `own_inputs`, each with
+    the verdict it must get) come with them when prepared."""
     from grader.contract import GradeRequest
 
     path = PREPARED if (PREPARED / "requests.jsonl").exists() else None
@@ -56,7 +83,13 @@ def sample_requests(n: int):
                                  language=d["language"], entry_point=d["entry_point"], timeout_s=300, seed=11))
         metas.append({"group": "cuda_l1", "level": int(d["task_id"].split("_L")[1].split("_")[0]),
                       "claimed_speedup": d.get("claimed_speedup"), "language": d["language"]})
-    return reqs, [str(path / "cards.jsonl")], metas
+    extra = path / "own_inputs_requests.jsonl"
+    for line in (extra.read_text().splitlines() if extra.exists() else []):
+        d = json.loads(line)
+        reqs.append(GradeRequest(attempt_id=d["attempt_id"], task_id=d["task_id"], source=d["source"],
+                                 language=d["language"], entry_point=d["entry_point"], timeout_s=300, seed=11))
+        metas.append({"group": "own_inputs", "expect": d["expect"], "language": d["language"]})
+    return reqs, [str(path / "cards.jsonl")] + ([str(path / "own_inputs_cards.jsonl")] if extra.exists() else []), metas
 
 
 if __name__ == "__main__":

@@ -330,6 +330,9 @@ class ExtensionHook:
         """(material, path of the built binary) of every build this worker ran."""
         self.served: list[str] = []
         """Material digests served from the offer instead of compiled."""
+        self.failed: list[str] = []
+        """The last lines of each build that raised (the candidate's code may catch it and fall back to the
+        library, which the own-kernel rule then floors: the grade says why its kernel never ran)."""
         self._saved: dict[str, Callable] = {}
 
     def __enter__(self) -> "ExtensionHook":
@@ -372,7 +375,11 @@ class ExtensionHook:
             path.write_bytes(data)
             self.served.append(digest)
             return _import_extension(path)
-        mod = orig(*args, **kwargs)
+        try:
+            mod = orig(*args, **kwargs)
+        except BaseException as e:
+            self.failed.append(_last_lines(f"{type(e).__name__}: {e}"))
+            raise
         path = getattr(mod, "__file__", None)
         if isinstance(path, str) and _MODULE_FILE.match(os.path.basename(path)):
             self.built.append((material, path))
@@ -387,6 +394,12 @@ class ExtensionHook:
             except OSError:
                 continue
         return pack(items)
+
+
+def _last_lines(text: str, n: int = 6, limit: int = 800) -> str:
+    """A build error's last non-empty lines (the compiler's verdict sits at the end of torch's message)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return " | ".join(lines[-n:])[-limit:]
 
 
 def _import_extension(path: Path) -> Any:

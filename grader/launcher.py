@@ -273,11 +273,13 @@ class Slot:
         return self._keep("expert", key, [{"op": "load", "source": source, "entry_point": "run"}], timeout_s)
 
     def reference(self, key: str, source: str, scale_source: str | None, timeout_s: float,
-                  answer_bytes: int = 0) -> WorkerConn:
+                  answer_bytes: int = 0, inputs_entry: str | None = None) -> WorkerConn:
         """A worker that has loaded the task's reference (and error scale), kept for the task's later
         attempts: corpus code, run only there (`op: reference`), never in this process. `answer_bytes`:
-        the largest answer expected; an arena of that size (at most wire.ARENA_MAX) is lent to it."""
-        loads = [{"op": "load", "source": source, "entry_point": "run"}]
+        the largest answer expected; an arena of that size (at most wire.ARENA_MAX) is lent to it.
+        `inputs_entry`: the function of the reference's module that makes a task's own inputs (`op: inputs`)."""
+        loads = [{"op": "load", "source": source, "entry_point": "run",
+                  **({"inputs_entry": inputs_entry} if inputs_entry else {})}]
         if scale_source:
             loads.append({"op": "load", "source": scale_source, "entry_point": "run", "as": "scale"})
         return self._keep("reference", key, loads, timeout_s,

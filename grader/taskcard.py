@@ -36,7 +36,8 @@ class InputSpec:
     """One of DTYPES, or `bool` (a mask: drawn as 0/1 integers)."""
     dist: str = "normal"
     """`normal` (mean + std * randn), `uniform` (low..high), `randint` (low..high-1, ints), or `scalar`: not a
-    tensor but the Python number `low` (an int for integer dtypes), the same in every call."""
+    tensor but the Python number `low` (an int for integer dtypes), the same in every call; `task`: made by the
+    task's own `get_inputs()` (a card with `inputs_from="task"`), never drawn."""
     mean: tuple[float, float] = (-1.0, 1.0)
     """Range from which each call's mean is drawn (normal): never centred-only."""
     std: tuple[float, float] = (0.5, 2.0)
@@ -92,14 +93,20 @@ class TaskCard:
     """Python literal text of the constructor arguments of a module-style task (KernelBench's
     `get_init_inputs()`): a `ModelNew` candidate is built with these, never with its own. Empty for tasks
     whose candidates define `run(*inputs)`."""
+    inputs_from: str = ""
+    """How each call's inputs are made. Empty: drawn from `inputs` (seeded draws plus steps, `grader.inputs`),
+    by the parent and every worker alike, at any size. `task`: the task file's own `get_inputs()`, where its
+    inputs cannot be re-expressed as draws: it runs only in the task's sandboxed reference worker, under a
+    generator seeded per call, at the task's own sizes; the parent hands the tensors to the candidate and the
+    expert (`inputs` then only documents their shapes and dtypes, `dist="task"`)."""
 
     @property
     def revision(self) -> str:
         """Content hash of everything that can change a grade."""
         d = dataclasses.asdict(self)
-        for late in ("error_scale", "own_kernel_ops", "init_inputs"):  # added later: cards without one keep
-            if not d[late]:                                               # their revisions
-                del d[late]
+        for late in ("error_scale", "own_kernel_ops", "init_inputs", "inputs_from"):  # added later: cards
+            if not d[late]:                                                              # without one keep
+                del d[late]                                                              # their revisions
         for spec in d["inputs"]:
             if not spec["post"]:
                 del spec["post"]

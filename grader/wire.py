@@ -20,7 +20,8 @@ REPLY_PAYLOAD_CAP = {"load": 256 << 20}
 """Most payload bytes the parent accepts in a worker's reply, by the op it answers. Only a load's
 reply carries a payload (the extension binaries it built); tensors come through a sealed memfd and
 every other reply is a header alone. A claim over the cap is refused before anything is allocated."""
-_SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+"""The seals of a memfd that carries tensors: frozen, so nothing can change the bytes after they are sent."""
 
 
 class WireError(RuntimeError):
@@ -139,7 +140,7 @@ def tensors_to_memfd(tensors: list) -> tuple[list[dict], int]:
         buf = torch.frombuffer(mm, dtype=torch.uint8)
         _fill(buf, tensors, metas)
         del buf
-    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SEALS)  # frozen: nothing can change the bytes after they are sent
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, SEALS)  # frozen: nothing can change the bytes after they are sent
     return metas, fd
 
 
@@ -150,7 +151,7 @@ def tensors_from_memfd(metas: list[dict], fd: int, device: str) -> list:
     import torch
 
     try:
-        if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _SEALS != _SEALS:
+        if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & SEALS != SEALS:
             raise WireError("shared buffer is not sealed against writes")
         size = os.fstat(fd).st_size
         with mmap.mmap(fd, max(size, 1), flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE) as mm:
@@ -161,6 +162,19 @@ def tensors_from_memfd(metas: list[dict], fd: int, device: str) -> list:
                 del buf
     finally:
         os.close(fd)
+
+
+def memfd_digest(fd: int, described: object) -> str:
+    """blake2b of a memfd's bytes and of a JSON-able description of them (the metas, a layout)."""
+    import hashlib
+    import mmap
+
+    h = hashlib.blake2b(json.dumps(described, sort_keys=True).encode(), digest_size=16)
+    size = os.fstat(fd).st_size
+    if size:
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mm:
+            h.update(mm)
+    return h.hexdigest()
 
 
 # ---- an arena: one shared buffer lent to a task reference's worker for all of its answers ----

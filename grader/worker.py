@@ -193,16 +193,39 @@ def _reference_call(ref, scale, inputs: list, upcast) -> tuple:
     return ref(*wide), (scale(*wide) if scale is not None else None)
 
 
-def _import_candidate(path: str, module_name: str, entry_point: str):
-    """Import the candidate module and return its entry point (runs on a candidate thread)."""
+def _import_candidate(path: str, module_name: str, entry_point: str, inputs_entry: str | None = None):
+    """Import the candidate module and return its entry point, and the task's own input maker when asked
+    (a reference worker of a card whose inputs come from the task: `get_inputs`); runs on a candidate thread."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = mod
     spec.loader.exec_module(mod)
-    fn = getattr(mod, entry_point)
-    if not callable(fn):
-        raise TypeError(f"entry point {entry_point!r} is not callable")
-    return fn
+    fns = [getattr(mod, name) for name in (entry_point, inputs_entry) if name]
+    for name, fn in zip((entry_point, inputs_entry), fns):
+        if not callable(fn):
+            raise TypeError(f"entry point {name!r} is not callable")
+    return fns[0] if len(fns) == 1 else tuple(fns)
+
+
+def _seeded_inputs(make, seed: int, torch) -> list:
+    """A task's own `get_inputs()` under generators seeded from the call's seed (torch on every device,
+    Python's `random`, NumPy's when loaded), so the same seed makes the same inputs; runs on a candidate
+    thread of the reference worker. The generators' states are put back after."""
+    import random
+
+    np = sys.modules.get("numpy")
+    saved = torch.random.get_rng_state(), random.getstate(), (np.random.get_state() if np is not None else None)
+    torch.manual_seed(seed)
+    random.seed(seed)
+    if np is not None:
+        np.random.seed(seed % (1 << 32))
+    try:
+        return list(make())
+    finally:
+        torch.random.set_rng_state(saved[0])
+        random.setstate(saved[1])
+        if np is not None:
+            np.random.set_state(saved[2])
 
 
 class Worker:
@@ -253,13 +276,14 @@ class Worker:
             _STREAM["raw"] = (lambda _get=torch._C._cuda_getCurrentRawStream, _dev=torch.cuda.current_device():
                               _get(_dev))
             self._marker = torch.zeros(1, device=device)
-        self._make_inputs, self._upcast = inputs.make_inputs, inputs.upcast
+        self._make_inputs, self._upcast, self._from_memfd = inputs.make_inputs, inputs.upcast, wire.tensors_from_memfd
         hooked = _install_launch_hooks()
         self.kept: list = []
         self.kept_inputs: dict[int, list] = {}
         self._dest = None  # the buffer the running call's output is copied into
         self.fn = None
         self.scale_fn = None  # a task reference's error scale, loaded beside it (`load` with "as": "scale")
+        self.inputs_fn = None  # a task's own get_inputs, loaded with its reference (`load` with "inputs_entry")
         self._guarded = False
         self._warm_profiler()  # its helper threads exist before the parent takes the thread baseline
         # The call boundary (grader/boundary.py): candidate code on threads of its own, the collector off
@@ -284,7 +308,7 @@ class Worker:
         sock, send, recv, send_fd, recv_fd, close, fmt, kind_of = (self.sock, wire.send, wire.recv, wire.send_fd,
                                                                    wire.recv_fd, os.close, format_error, _error_kind)
         ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release,
-               "reference": self._reference}
+               "reference": self._reference, "inputs": self._task_inputs}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
         state = self._state
         while True:
@@ -294,11 +318,16 @@ class Worker:
                 return
             msg["_blob"] = blob  # the extension binaries the parent offers with a load
             op = msg.get("op")
-            if msg.get("_fd"):  # the parent lends a reference worker its arena, with the first load
+            msg.pop("_given_fd", None)
+            if msg.get("_fd"):  # a call's inputs (a task's own, `given`), or a reference worker's arena with its load
                 try:
-                    self._take_arena(recv_fd(sock))
+                    fd_in = recv_fd(sock)
                 except (OSError, wire.WireError):
                     return
+                if op == "call":
+                    msg["_given_fd"] = fd_in
+                else:
+                    self._take_arena(fd_in)
             if op == "bye":
                 send(sock, {"ok": True})
                 return
@@ -311,6 +340,9 @@ class Worker:
                     reply, fd = handler(msg)
             except BaseException as e:  # the worker's own failure is reported, never fatal to the protocol
                 reply = {"ok": False, "error_kind": kind_of(e), "error": fmt(e)}
+            left = msg.pop("_given_fd", None)  # inputs a failed call never read
+            if left is not None:
+                close(left)
             # Loading legitimately sets the entry point and the audited environment; nothing else may change.
             reply["tampered"] = check(rebase=op == "load", expected=LOAD_CHANGES if op == "load" else frozenset())
             reply["interpreter"] = reply.get("interpreter") or state()
@@ -354,7 +386,8 @@ class Worker:
             guard.watch_threads(self.audit_fd)
             guard.watch_signals(self.audit_fd)
             os.environ = guard.AuditedEnviron(os.environ, self.audit_fd)
-        box = self.runner.run(_import_candidate, (path, role, msg.get("entry_point", "run")))
+        inputs_entry = msg.get("inputs_entry") if self.role == "reference" and role == "candidate" else None
+        box = self.runner.run(_import_candidate, (path, role, msg.get("entry_point", "run"), inputs_entry))
         # torch's own loaders are back before anything else. cpp_extension is not on the grading path,
         # so neither this swap nor a candidate's own patch of it is in the integrity snapshot.
         hook.uninstall()
@@ -367,10 +400,13 @@ class Worker:
             return {"ok": False, "error_kind": "compile", "error": _text(box[1][1])}, None
         if role == "scale":
             self.scale_fn = box[0]
+        elif inputs_entry:
+            self.fn, self.inputs_fn = box[0]
         else:
             self.fn = box[0]
         self.runner.bury(box)
-        reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(hook.served)}
+        reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(hook.served),
+                 "ext_failed": [_text(f)[:800] for f in hook.failed[:3]]}
         try:  # candidate code ran in this interpreter: a report it broke is only a missed cache entry
             built, blob = hook.report()
             if built and len(json.dumps(built)) <= MAX_EXT_REPORT_HEADER and len(blob) <= wire.REPLY_PAYLOAD_CAP["load"]:
@@ -400,7 +436,8 @@ class Worker:
         # poison below covers what the old output held.
         parked = self.runner.park()
         try:
-            inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
+            inputs = (self._given(msg["given"], msg.pop("_given_fd", None)) if msg.get("given") is not None
+                      else self._make_inputs(msg["specs"], msg["seed"], self.device))
             nbytes = int(msg["out_nbytes"])
             self._dest = self.torch.empty(nbytes, dtype=self._uint8, device=self.device) if nbytes > 0 else None
             self._poison(nbytes)
@@ -488,13 +525,77 @@ class Worker:
         metas, fd = wire.tensors_to_memfd(parts)
         return {"ok": True, "tensors": metas}, fd
 
+    def _given(self, given: dict, fd: int | None) -> list:
+        """The inputs the parent sent with this call: a task's own `get_inputs()` made them in the task's
+        reference worker (`_task_inputs`); tensors come through a sealed memfd, numbers in the layout."""
+        if fd is None:
+            raise RuntimeError("the call named given inputs but carried no file descriptor")
+        tensors = self._from_memfd(given["metas"], fd, self.device)
+        return [tensors[int(e["t"])] if "t" in e else e["n"] for e in given["layout"]]
+
+    def _own_inputs(self, seed: int, _type=type):
+        """(inputs, None) from the task's own `get_inputs()` under `seed`, or (None, the error reply)."""
+        if self.inputs_fn is None:
+            return None, {"ok": False, "error_kind": "protocol", "error": "the task's get_inputs is not loaded"}
+        box = self.runner.run(_seeded_inputs, (self.inputs_fn, seed, self.torch))
+        self.runner.bury(box)
+        changed = self._state() + ([box[2]] if box[2] else [])
+        if changed:
+            return None, {"ok": False, "error_kind": "interpreter", "error": "; ".join(changed)[:2000]}
+        if box[1] is not None:
+            return None, {"ok": False, "error_kind": "exception", "error": "get_inputs: " + _text(box[1][1])}
+        values = box[0]
+        kinds = [_type(v) for v in values]
+        if not values or any(k is not self._Tensor and k not in (int, float, bool) for k in kinds):
+            return None, {"ok": False, "error_kind": "exception",
+                          "error": f"get_inputs returned {[k.__name__ for k in kinds][:8]}: tensors and plain "
+                                   "numbers only"}
+        return values, None
+
+    def _own_layout(self, values: list, _type=type) -> tuple[list, list, dict]:
+        """Tensors, layout and digest of a task's own inputs: the digest is the blake2b of their bytes as
+        one sealed memfd holds them, and of the layout (shapes, dtypes, numbers)."""
+        tensors = [v for v in values if _type(v) is self._Tensor]
+        layout, i = [], 0
+        for v in values:
+            if _type(v) is self._Tensor:
+                layout.append({"t": i})
+                i += 1
+            else:
+                layout.append({"n": v})
+        metas, fd = wire.tensors_to_memfd(tensors)
+        return tensors, layout, {"metas": metas, "fd": fd, "digest": wire.memfd_digest(fd, [metas, layout])}
+
+    def _task_inputs(self, msg: dict):
+        """A task's own inputs for `seed` (its `get_inputs()`, seeded), for the parent to hand to the
+        candidate and the expert."""
+        values, err = self._own_inputs(int(msg["seed"]))
+        if err is not None:
+            return err, None
+        _, layout, packed = self._own_layout(values)
+        return {"ok": True, "given": {"metas": packed["metas"], "layout": layout}, "digest": packed["digest"]}, \
+            packed["fd"]
+
     def _reference(self, msg: dict, _type=type):
         """A task reference's answer (and error scale) in float64 on the inputs of `seed`. The reference is
         corpus code, as untrusted as a candidate: it runs here, in a sandboxed worker of its own, on a
-        thread of its own, untimed; the sealed parent receives only the tensors, through a sealed memfd."""
+        thread of its own, untimed; the sealed parent receives only the tensors, through a sealed memfd.
+        With `task_inputs`, the inputs are the task's own `get_inputs()` made again under the same seed;
+        their digest goes back, so the parent sees whether they are what the candidate was given."""
         if self.fn is None:
             return {"ok": False, "error_kind": "protocol", "error": "no reference loaded"}, None
-        inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
+        digest = None
+        if msg.get("task_inputs"):
+            values, err = self._own_inputs(int(msg["seed"]))
+            if err is not None:
+                return err, None
+            _, _, packed = self._own_layout(values)
+            os.close(packed["fd"])
+            digest = packed["digest"]
+            inputs = [v.to(self.device) if _type(v) is self._Tensor else v for v in values]
+            del values
+        else:
+            inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
         box = self.runner.run(_reference_call, (self.fn, self.scale_fn, inputs, self._upcast))
         self.runner.bury(box, inputs)
         changed = self._state() + ([box[2]] if box[2] else [])
@@ -513,7 +614,7 @@ class Worker:
         del parts, box, inputs
         if self._empty_cache is not None:  # the answer and inputs are dropped on this thread's start first
             self.runner.bury(self.runner.run(self._empty_cache, ()))
-        return {"ok": True, "tensors": metas, "scaled": scaled, "arena": fd is None,
+        return {"ok": True, "tensors": metas, "scaled": scaled, "arena": fd is None, "inputs_digest": digest,
                 "arena_pinned": bool(self._arena and self._arena.pinned), "arena_error": self._arena_error}, fd
 
     def _release(self, msg: dict):

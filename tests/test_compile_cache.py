@@ -272,3 +272,24 @@ def test_service_serves_a_cached_build_to_the_same_program_only(tmp_path: Path, 
     assert not entry.exists() or bytes(data) != (entry / "kt_cache_softmax_probe.so").read_bytes()
     if third.status is not Status.TIMEOUT:  # a host fast enough to rebuild within the budget
         assert third.status is Status.CORRECT and third.sandbox["ext_cache"]["built"] == 1, third.reason
+
+
+def test_a_build_that_raises_is_recorded_with_its_last_lines(tmp_path: Path, monkeypatch) -> None:
+    """A candidate may catch its own failed build and fall back to the library (H200 run 23: 17 of 18 CUDA-L1
+    builds did, then were floored by the own-kernel rule): the hook keeps the error's tail for the grade."""
+    from torch.utils import cpp_extension as ce
+
+    from grader.compile_cache import ExtensionHook
+
+    def broken_load_inline(name, cpp_sources, cuda_sources=None, functions=None, verbose=False):
+        raise RuntimeError("Error building extension 'bad':\nninja: build stopped\n"
+                           "bad.cu(3): error: identifier \"undeclared\" is undefined")
+
+    monkeypatch.setattr(ce, "load_inline", broken_load_inline)
+    hook = ExtensionHook(tmp_path)
+    with hook:
+        with pytest.raises(RuntimeError):
+            ce.load_inline(name="bad", cpp_sources="", functions=["forward"])
+    assert len(hook.failed) == 1 and "identifier \"undeclared\" is undefined" in hook.failed[0]
+    assert "ninja: build stopped" in hook.failed[0]  # the last lines, joined: the compiler's verdict kept
+    assert ce.load_inline is broken_load_inline  # the loader is torch's (here: the test's) again

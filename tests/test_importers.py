@@ -142,15 +142,18 @@ def test_kernelbench_run_every_record_accounted(kernelbench: ImportBatch) -> Non
                 if isinstance(e.get("sample_id"), int):
                     evals.add((run.name, f"level_1_problem_{pid}_sample_{e['sample_id']}_kernel.py"))
     n_source = len(kernels | evals)
-    assert n_source == 7
+    assert n_source == 8
     assert kernelbench.n_records == n_source == len(kernelbench.attempts) + len(kernelbench.quarantined)
     reasons = collections.Counter(q.reason_code for q in kernelbench.quarantined)
     assert reasons == {"bad_filename": 1, "empty_source": 1, "unsupported_task": 1, "missing_source": 1}
     assert sorted(a.attempt_id for a in kernelbench.attempts) == [
-        "kernelbench:demo_run:L1:P1:S0", "kernelbench:demo_run:L1:P1:S1", "kernelbench:legacy_run:L1:P2:S0"]
-    assert [c.task_id for c in kernelbench.cards] == ["kernelbench_L1_001", "kernelbench_L1_002"]
+        "kernelbench:demo_run:L1:P1:S0", "kernelbench:demo_run:L1:P1:S1", "kernelbench:demo_run:L1:P3:S0",
+        "kernelbench:legacy_run:L1:P2:S0"]
+    # P3's orthogonal matrix is no seeded draw: its own get_inputs makes it (in the sandbox, at its own size)
+    assert [c.task_id for c in kernelbench.cards] == ["kernelbench_L1_001", "kernelbench_L1_002", "kernelbench_L1_003"]
+    assert [c.inputs_from for c in kernelbench.cards] == ["", "", "task"]
     assert collections.Counter(r.reason_code for r in kernelbench.rejected) == {
-        "bad_type": 1, "inputs_not_expressible": 1}  # sample_id "zero"; the orthogonal-matrix input
+        "bad_type": 1, "multi_output": 1}  # sample_id "zero"; P5 returns a pair
     _accounted(kernelbench)
 
 
@@ -534,10 +537,9 @@ def test_module_constants_built_with_shifts_fold_and_hostile_shifts_do_not() -> 
             "def get_inputs():\n    return [torch.randn(ROWS, COLS)]\ndef get_init_inputs():\n    return []\n")
     shape = analyse_module(code)
     assert shape.size == {"ROWS": 16, "COLS": 65536}, shape.size
-    from pipelines.importers import TaskReject
-
-    with pytest.raises(TaskReject, match="'ROWS' does not fold"):  # a shift past 62 bits is refused, not computed
-        analyse_module(code.replace("1 << 4", "1 << 4000"))
+    # a shift past 62 bits is not computed here: the task is left to its own get_inputs, in the sandbox
+    hostile = analyse_module(code.replace("1 << 4", "1 << 4000"))
+    assert "'ROWS' does not fold" in hostile.own_inputs and hostile.size == {} and hostile.inputs == ()
 
 
 _EVERY_STEP_TASK = '''import torch

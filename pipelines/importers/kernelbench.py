@@ -174,6 +174,9 @@ class ProbeResult:
     """FLOPs torch's flop counter attributes to one call (None when unknown)."""
     init_inputs: str | None = None
     """Python literal text of what `get_init_inputs()` returned (None when it is not plain literals)."""
+    own_inputs: tuple | None = None
+    """What the task's own `get_inputs()` returned, when the probe ran it: per value {shape, dtype} of a tensor,
+    {scalar} of a plain number, {other} of anything else."""
 
 
 _PROBE = r"""
@@ -208,6 +211,19 @@ for c in _RNN_FORWARD:
 def _timeout(*_):
     raise TimeoutError("probe timed out")
 
+OWN_INPUTS = []
+
+def _own_inputs(ns, device):
+    # the task's own get_inputs, seeded as a grade seeds it, on the CPU (then as meta tensors on meta)
+    torch.manual_seed(0)
+    values = list(ns["get_inputs"]())
+    OWN_INPUTS[:] = [{"shape": list(v.shape), "dtype": str(v.dtype).replace("torch.", "")} if type(v) is torch.Tensor
+                     else {"scalar": v} if type(v) in (int, float, bool) else {"other": type(v).__name__}
+                     for v in values]
+    if device == "meta":
+        return [torch.empty_like(v, device="meta") if type(v) is torch.Tensor else v for v in values]
+    return values
+
 def _inputs(specs, device):
     # the grader's own sampler (its source heads this program), so the probe sees what a grade will
     if device != "meta":
@@ -232,7 +248,11 @@ def _run(job, device):
         init = list(ns["get_init_inputs"]())
         init_text = _literal_text(init)
         model = ns["Model"](*init)
-        inputs = _inputs(job["inputs"], device)
+    with torch.no_grad():  # a task's own inputs are made on the CPU, outside the meta device
+        inputs = _own_inputs(ns, device) if job["inputs"] == "task" else None
+    with torch.device(device), torch.no_grad():
+        if inputs is None:
+            inputs = _inputs(job["inputs"], device)
         with FlopCounterMode(display=False) as counter:
             out = model(*inputs)
     return out, None if SHAPE_ONLY else int(counter.get_total_flops()), init_text
@@ -254,7 +274,7 @@ for line in sys.stdin:
             out, flops, init = _run(job, "cpu")
         if type(out) is torch.Tensor:
             res.update(shape=list(out.shape), dtype=str(out.dtype).replace("torch.", ""), flops=flops,
-                       init_inputs=init)
+                       init_inputs=init, **({"own_inputs": OWN_INPUTS} if job["inputs"] == "task" else {}))
         else:
             res.update(code="multi_output", error=f"forward returns {type(out).__name__}, not one tensor")
     except BaseException as e:
@@ -307,7 +327,8 @@ def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | 
         payload = "".join(json.dumps({
             "key": k, "code": jobs[k][0], "inputs": jobs[k][1], "timeout_s": PROBE_TASK_TIMEOUT_S,
             "cpu_bytes_max": PROBE_CPU_BYTES_MAX,
-            "cpu_bytes": sum(_prod(s["shape"]) * _IN_ELEM.get(s["dtype"], 8) for s in jobs[k][1])}) + "\n"
+            "cpu_bytes": (PROBE_CPU_BYTES_MAX + 1 if jobs[k][1] == "task" else  # unknown until it has run
+                          sum(_prod(s["shape"]) * _IN_ELEM.get(s["dtype"], 8) for s in jobs[k][1]))}) + "\n"
             for k in pending)
         run = run_confined(_probe_program(), payload.encode(), 60 + PROBE_TASK_TIMEOUT_S * len(pending),
                            memory_mb=PROBE_MEMORY_MB, fsize_mb=PROBE_FILE_MB)
@@ -322,7 +343,7 @@ def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | 
                 continue
             if key in jobs and key not in out:
                 out[key] = (ProbeResult(tuple(int(d) for d in res["shape"]), res["dtype"], res.get("flops"),
-                                        _checked_literal(res.get("init_inputs")))
+                                        _checked_literal(res.get("init_inputs")), _own_specs(res.get("own_inputs")))
                             if "shape" in res else TaskReject(res.get("code", "probe_failed"), res.get("error", "")))
         left = [k for k in pending if k not in out]
         if left:  # the child works in order, so the first task without an answer is the one it died on
@@ -332,6 +353,30 @@ def probe_outputs(jobs: dict[str, tuple[str, list]]) -> dict[str, ProbeResult | 
         if isinstance(v, ProbeResult) and v.dtype not in _ELEM:
             out[k] = TaskReject("unsupported_dtype", f"output dtype {v.dtype} is not one of {sorted(_ELEM)}")
     return out
+
+def _own_specs(seen: Any) -> tuple | None:
+    """The probe's account of a task's own inputs as a tuple of dicts (None where it sent none)."""
+    if not isinstance(seen, list):
+        return None
+    return tuple(dict(v) for v in seen if isinstance(v, dict))
+
+
+def _own_input_specs(probe: ProbeResult) -> tuple[InputSpec, ...]:
+    """Documentary specs of a task's own inputs (shapes and dtypes as the probe saw them; `dist="task"`);
+    TaskReject where one is neither a tensor of a dtype we carry nor a plain number."""
+    specs = []
+    for i, v in enumerate(probe.own_inputs or ()):
+        if "scalar" in v and isinstance(v["scalar"], (int, float)):
+            specs.append(_scalar(f"in{i}", v["scalar"], i))
+        elif v.get("dtype") in _IN_ELEM and isinstance(v.get("shape"), list):
+            specs.append(InputSpec(f"in{i}", tuple(int(d) for d in v["shape"]), v["dtype"], dist="task"))
+        else:
+            raise TaskReject("non_tensor_input", f"get_inputs returns {v.get('other') or v.get('dtype')!s} at "
+                                                 f"position {i}: tensors of {sorted(_IN_ELEM)} and numbers only")
+    if not specs:
+        raise TaskReject("probe_failed", "the probe did not see what get_inputs returns")
+    return tuple(specs)
+
 
 def _checked_literal(text: Any) -> str | None:
     """The probe's literal text re-read here (the probe ran corpus code): a list, in canonical form."""
@@ -362,6 +407,10 @@ class ModuleShape:
     reads (so a hidden size may rebind it), or None."""
     batch_note: str = ""
     """Why there is no batch axis, when there is none."""
+    own_inputs: str = ""
+    """Why the inputs are not re-expressed as draws, when they are not: then the task's own `get_inputs()` makes
+    them (in the grader's sandbox, seeded per call, at the task's own sizes) and `inputs` is empty until the
+    probe has seen what it returns."""
 
 
 def _function(tree: ast.Module, name: str) -> ast.FunctionDef | None:
@@ -553,6 +602,18 @@ def _analyse(code: str) -> ModuleShape:
     if model is None or fn is None:
         raise TaskReject("bad_reference", "reference lacks class Model or get_inputs()")
     _refuse_state(model)
+    try:
+        return _drawn(tree, model, fn)
+    except TaskReject as r:
+        if r.code != "inputs_not_expressible":
+            raise
+        # Not expressible as seeded draws: the task's own get_inputs makes them, at its own size only.
+        return ModuleShape((), {}, _init_inputs(tree, _module_env(tree)), _doc(model), None,
+                           "inputs made by the task's own get_inputs", own_inputs=r.reason)
+
+
+def _drawn(tree: ast.Module, model: ast.ClassDef, fn: ast.FunctionDef) -> ModuleShape:
+    """The module's inputs as seeded draws plus steps (`grader.inputs`); TaskReject where they are not that."""
     env, size = _module_env(tree), {}
     local: dict[str, Any] = {}
     specs: list[InputSpec] | None = None
@@ -668,6 +729,8 @@ def task_card(level: int, problem: int, ref_code: str, shape: ModuleShape, probe
               hidden: dict[int, Any] | None = None) -> TaskCard:
     """The card of one KernelBench task: its own size public, hidden sizes where its batch axis may be rebound
     (`hidden`: hidden batch -> probe result there), PyTorch eager as its expert."""
+    if shape.own_inputs:
+        shape = dataclasses.replace(shape, inputs=_own_input_specs(probe))
     in_bytes = sum(_numel(s.shape, shape.size) * _IN_ELEM[s.dtype] for s in shape.inputs if s.dist != "scalar")
     out_numel = _prod(probe.shape)
     axis = shape.batch_axis
@@ -695,8 +758,10 @@ def task_card(level: int, problem: int, ref_code: str, shape: ModuleShape, probe
         public_sizes={"gpu": (dict(shape.size),), **({"cpu": (dict(shape.size),)} if cpu_ok else {})},
         hidden_sizes={"gpu": tuple(hidden_sizes), **({"cpu": tuple(hidden_sizes)} if cpu_ok else {})} if hidden_sizes else {},
         bytes_moved=f"{in_expr} + {'*'.join(map(str, out_dims)) or 1} * E",
-        hidden_sizes_note="" if hidden_sizes else HIDDEN_SIZES_NOTE + f"none here, {out_axes}",
+        hidden_sizes_note="" if hidden_sizes else HIDDEN_SIZES_NOTE + f"none here, {out_axes}" + (
+            f" ({shape.own_inputs})" if shape.own_inputs else ""),
         init_inputs=repr(shape.init_inputs) if shape.init_inputs is not None else (probe.init_inputs or ""),
+        inputs_from="task" if shape.own_inputs else "",
     )
 
 
@@ -710,7 +775,8 @@ def build_cards(tasks: dict[tuple[int, int], str], probe: Callable = probe_outpu
             shapes[key] = analyse_module(code)
         except TaskReject as r:
             out[key] = r
-    jobs = {f"{lv}:{p}": (tasks[(lv, p)], _probe_inputs(sh)) for (lv, p), sh in shapes.items()}
+    jobs = {f"{lv}:{p}": (tasks[(lv, p)], "task" if sh.own_inputs else _probe_inputs(sh))
+            for (lv, p), sh in shapes.items()}
     for (lv, p), sh in shapes.items():  # the same reference at each hidden batch: how its output follows
         if sh.batch_axis:
             for h in hidden_batches(sh.size[sh.batch_axis]):
