@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets import ingest
+from pipelines.core import attempt_files as ingest
 from grader.catalogue import load_catalogue
 from grader.contract import MAX_SOURCE_BYTES
 from pipelines.core.rawattempt import MAX_LINE_BYTES, RawAttempt, parse_lines
