@@ -5,16 +5,9 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from assets.common import GROUP_RELEASE, OWNER, check_result, table_metadata
-from pipelines.defs.resources import Warehouse
 from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
-
-
-def accounting_sections(rows: list[dict]) -> dict[str, dict[str, float]]:
-    """{category: {name: value}} from the long-format accounting table."""
-    out: dict[str, dict[str, float]] = {}
-    for r in rows:
-        out.setdefault(r["category"], {})[r["name"]] = r["value"]
-    return out
+from pipelines.defs.resources import Warehouse
+from pipelines.reporting.cost import accounting_sections
 
 
 @dg.asset(

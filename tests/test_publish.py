@@ -231,7 +231,7 @@ def test_release_card_describes_every_column_and_names_each_sources_licence(proj
     import pyarrow.parquet as pq
     import yaml
 
-    from assets.release import CONFIGS, config_shards
+    from pipelines.publishing.release_files import CONFIGS, config_shards
     from pipelines.core.markup import card_body
     from pipelines.reporting.release_card import describe, licences
 

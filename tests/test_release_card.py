@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from assets.release import CONFIGS, SPLIT_CONFIGS, dataset_card
+from pipelines.publishing.release_files import CONFIGS, SPLIT_CONFIGS, dataset_card
 from grader.contract import GRADER_VERSION, Status
 from pipelines.core.markup import card_body
 from pipelines.defs.quality import NOT_GRADED_HERE, validate_table

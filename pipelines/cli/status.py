@@ -5,17 +5,46 @@ SECTIONS is the one list of sections, in the order they are shown; each is a fun
 nothing, so the order never depends on which module was imported first."""
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Callable
 
 import dagster as dg
 import duckdb
 
 from pipelines.core.warehouse import load_sql, query_dicts
+from pipelines.publishing.publish_record import read_publish_record
 from pipelines.reporting import claim_audit, cost, revalidation_report, status_sections as ss
 from pipelines.reporting.status_sections import StatusContext
 
+
+def release_section(ctx: StatusContext) -> dict[str, Any] | None:
+    """The latest release, its files and what its latest publish left on the Hub."""
+    r = ctx.release
+    if r is None:
+        return {"version": None, "note": "no release yet: run `kerneltraj release`"}
+    folder = Path(r["path"])
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) \
+        if folder.is_dir() else []
+    return {"version": r["version"], "path": r["path"], "run_id": r["run_id"],
+            "created_at": r["created_at"].isoformat() + "Z" if r["created_at"] else None,
+            "configs": json.loads(r["configs"] or "{}"), "files": files,
+            "published": _published(folder.parent, r["version"])}
+
+
+def _published(releases_dir: Path, version: str) -> dict[str, Any] | None:
+    """What the latest publish of this version left on the Hub (None: never published)."""
+    rec = read_publish_record(releases_dir, version)
+    if rec is None:
+        return None
+    return {"repo": rec["repo_id"], "endpoint": rec["endpoint"], "tag": rec["tag"], "commit": rec["commit_sha"],
+            "created_commit": rec["created_commit"], "files": rec["files"], "published_at": rec["published_at"],
+            "run_id": rec["run_id"],
+            "checks": [{"name": n, "passed": ok} for n, ok in sorted(rec["checks"].items())]}
+
+
 SECTIONS: dict[str, Callable[[StatusContext], Any]] = {
-    "release": ss.release,
+    "release": release_section,
     "ledger": ss.ledger,
     "tables": ss.tables,
     "checks": ss.checks,

@@ -31,6 +31,14 @@ STATUS_PHASES = ("startup", "compile", "correctness", "timing", "expert", "refer
 inside timing; primary_total holds every primary phase)."""
 
 
+def accounting_sections(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """{category: {name: value}} from the long-format accounting table."""
+    out: dict[str, dict[str, float]] = {}
+    for r in rows:
+        out.setdefault(r["category"], {})[r["name"]] = r["value"]
+    return out
+
+
 @dataclass(frozen=True)
 class Overheads:
     """Recorded grading wall seconds that no record can carry."""

@@ -1,12 +1,11 @@
 """What `kerneltraj status` reads: the StatusContext every section gets, and the sections that belong to no
-single stage (the release and its publish, the ledger, tables, checks, grader seconds, the last run, splits,
-the learning comparison, reliability). A section returns any JSON-serialisable value, None to be left out;
+single stage (the ledger, tables, checks, grader seconds, the last run, splits, the learning comparison,
+reliability). A section returns any JSON-serialisable value, None to be left out;
 `pipelines.cli.status.SECTIONS` lists every section in the order the status shows them."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -14,7 +13,6 @@ import duckdb
 
 from pipelines.core.warehouse import load_sql, query_dicts
 from pipelines.curation.leakage import LeakCheck
-from pipelines.publishing.publish_record import read_publish_record
 
 
 @dataclass(frozen=True)
@@ -43,30 +41,6 @@ def check_evaluations(instance: dg.DagsterInstance, run_id: str) -> list[dict[st
         else:
             planned[name] = {"name": name, "passed": bool(data.passed), "severity": data.severity.value}
     return sorted(planned.values(), key=lambda c: c["name"])
-
-
-def release(ctx: StatusContext) -> dict[str, Any] | None:
-    r = ctx.release
-    if r is None:
-        return {"version": None, "note": "no release yet: run `kerneltraj release`"}
-    folder = Path(r["path"])
-    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()) \
-        if folder.is_dir() else []
-    return {"version": r["version"], "path": r["path"], "run_id": r["run_id"],
-            "created_at": r["created_at"].isoformat() + "Z" if r["created_at"] else None,
-            "configs": json.loads(r["configs"] or "{}"), "files": files,
-            "published": _published(folder.parent, r["version"])}
-
-
-def _published(releases_dir: Path, version: str) -> dict[str, Any] | None:
-    """What the latest publish of this version left on the Hub (None: never published)."""
-    rec = read_publish_record(releases_dir, version)
-    if rec is None:
-        return None
-    return {"repo": rec["repo_id"], "endpoint": rec["endpoint"], "tag": rec["tag"], "commit": rec["commit_sha"],
-            "created_commit": rec["created_commit"], "files": rec["files"], "published_at": rec["published_at"],
-            "run_id": rec["run_id"],
-            "checks": [{"name": n, "passed": ok} for n, ok in sorted(rec["checks"].items())]}
 
 
 def ledger(ctx: StatusContext) -> dict[str, Any]:
