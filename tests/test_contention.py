@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assets.revalidation import record_problems
+from pipelines.grading.agreement import record_problems
 from grader.contract import GradeResult, Reason, SizeResult, Status
 from grader.fingerprint import Replay, collect
 from grader.labels import TIE_BAND_LOG2

@@ -21,8 +21,8 @@ import yaml
 from markdown_it import MarkdownIt
 
 from assets import ingest, trajectories
-from assets.grading import PASS_PRIMARY, commit_grades, grade_row
-from assets.release import dataset_card
+from pipelines.grading.passes import PASS_PRIMARY, commit_grades, grade_row
+from pipelines.publishing.release_files import dataset_card
 from grader.contract import GRADER_VERSION, REWARD_FLOOR, GradeResult, Reason, Status
 from pipelines.importers import admit
 from pipelines.core.markup import card_body, md_escape

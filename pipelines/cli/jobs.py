@@ -35,7 +35,7 @@ class ReleaseProgress:
             print(text, file=self.out, flush=True)
 
     def __call__(self, entry: Any) -> None:
-        from assets.grading import parse_progress
+        from pipelines.grading.passes import parse_progress
 
         ev = entry.dagster_event
         if ev is None:

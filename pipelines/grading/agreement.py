@@ -295,3 +295,30 @@ def quantile(xs: Sequence[float], q: float) -> float:
 def stable_order(key: str, salt: str) -> str:
     """A deterministic, documented order for samples: sha256 of `<salt>/<key>`."""
     return hashlib.sha256(f"{salt}/{key}".encode()).hexdigest()
+
+
+INTERVAL_TOLERANCE = 1e-9
+"""Largest difference allowed between the SQL and the Python interval ends (float summation order)."""
+
+
+def record_labels(r: dict) -> tuple[GradeLabel, GradeLabel]:
+    """Both grades of one revalidated record labelled in Python."""
+    return (grade_label(r["primary_status"], r["primary_reward"], r["primary_sizes"]),
+            grade_label(r["revalidation_status"], r["revalidation_reward"], r["revalidation_sizes"]))
+
+
+def record_problems(r: dict) -> list[str]:
+    """Fields of one stored record that disagree with the Python recomputation from its two grades."""
+    first, second = record_labels(r)
+    v = compare(first, second)
+    want = {"primary_label": table_label(first), "revalidation_label": table_label(second),
+            "agreement": v.agreement.value, "agree": v.agreement is Agreement.AGREE, "revalidated": v.revalidated,
+            "ambiguous_near_tie": v.agreement is Agreement.AMBIGUOUS, "false_speedup_label": v.false_fast,
+            "fast_unconfirmed": v.fast_unconfirmed}
+    bad = [k for k, w in want.items() if r[k] != w]
+    for key, got in (("primary_log2_lo", first.log2_lo), ("primary_log2_hi", first.log2_hi),
+                     ("revalidation_log2_lo", second.log2_lo), ("revalidation_log2_hi", second.log2_hi)):
+        stored = r[key]
+        if (stored is None) != (got is None) or (got is not None and abs(stored - got) > INTERVAL_TOLERANCE):
+            bad.append(key)
+    return bad
