@@ -6,11 +6,11 @@
 
 No grading happens: each attempt comes with a synthetic grade (primary and recheck) shaped like the rows
 the grading stage writes. Everything else is the pipeline's own code and SQL: the ingest is
-`assets.ingest.load_attempt_files` (what the raw_attempts asset runs: DuckDB admits the lines it can prove
-admissible, `parse_line` judges the rest), the warehouse is created by sql/schema.sql, views.sql and
+`pipelines.core.attempt_files.load_attempt_files` (what the raw_attempts asset runs: DuckDB admits the lines it can
+prove admissible, `parse_line` judges the rest), the warehouse is created by sql/schema.sql, views.sql and
 ledger.sql, the stages run `revalidation.rebuild`, `accounting.rebuild`, `trajectories.rebuild`,
-`pipelines.curation.split_policy.build_manifest`, and the release is `assets.release.export_configs`. Grades enter in
-bulk
+`pipelines.curation.split_policy.build_manifest`, and the release is
+`pipelines.publishing.release_files.export_configs`. Grades enter in bulk
 from parquet (the grading asset commits them as they arrive); that statement is bench-only and inline below,
 marked `BENCH-ONLY SQL`, as is the row-for-row comparison against the reference ingest.
 
@@ -292,8 +292,8 @@ GRADE_COLUMNS = ("attempt_id grading_pass task_id task_revision grader_version s
 
 
 # ---- stage 1: ingest ----------------------------------------------------------------------------------
-# `ingest` is the product's own: assets.ingest.load_attempt_files, the function the raw_attempts asset calls
-# (DuckDB admits the lines it can prove admissible, parse_line judges the rest, duplicates settled in SQL).
+# `ingest` is the product's own: pipelines.core.attempt_files.load_attempt_files, the function the raw_attempts asset
+# calls (DuckDB admits the lines it can prove admissible, parse_line judges the rest, duplicates settled in SQL).
 # `ingest_rowwise` (with --compare-rowwise) is the reference it replaced, made as fast as Python allows:
 # parse_lines on every line in parse workers (one per core), rows as parquet parts, one bulk insert. The
 # check stage compares the two warehouses row for row.
@@ -348,7 +348,7 @@ def _arrow(cols: dict[str, list]):
 
 
 def _extra_text(extra: dict) -> str:
-    return json.dumps(extra, sort_keys=True, default=str)  # as attempt_row() in assets/ingest.py
+    return json.dumps(extra, sort_keys=True, default=str)  # as attempt_row() in pipelines/core/attempt_files.py
 
 
 def parse_file_group(args: tuple) -> dict:
@@ -409,7 +409,7 @@ def _blocks(path: str, block: int, digest):
 def stage_ingest_rowwise(ctx: dict) -> dict:
     import datetime as dt
 
-    from assets.ingest import display_path
+    from pipelines.core.attempt_files import display_path
     from grader.catalogue import load_catalogue
     from pipelines.core.warehouse import insert_rows, run_script, transaction
 
@@ -442,7 +442,7 @@ def stage_ingest_rowwise(ctx: dict) -> dict:
         dups = con.execute("SELECT origin, attempt_id, file_no, byte_offset FROM read_parquet($parts) QUALIFY"
                            " row_number() OVER (PARTITION BY attempt_id ORDER BY file_no, line_no) > 1",
                            {"parts": parts or [""]}).fetchall() if parts else []
-        # BENCH-ONLY SQL: the bulk form of insert_rows(con, "raw_attempts", rows) in assets/ingest.py.
+        # BENCH-ONLY SQL: the bulk form of insert_rows(con, "raw_attempts", rows) in pipelines/core/attempt_files.py.
         if parts:
             con.execute(f"INSERT INTO raw_attempts SELECT {', '.join('a.' + c for c in RAW_COLUMNS[:17])}, f.sha256,"
                         " a.extra, $run_id, $now FROM read_parquet($parts) a JOIN bench_files f USING (file_no)"
@@ -483,7 +483,7 @@ def stage_ingest(ctx: dict) -> dict:
     """The raw_attempts asset's own loader over the synthetic files, in one transaction, plus the tasks."""
     import datetime as dt
 
-    from assets.ingest import load_attempt_files
+    from pipelines.core.attempt_files import load_attempt_files
     from grader.catalogue import load_catalogue
     from pipelines.core.warehouse import bulk_write, insert_rows, run_script, transaction
 
@@ -513,7 +513,8 @@ def stage_grades(ctx: dict) -> dict:
         con.execute("SET preserve_insertion_order = false")  # as for raw_attempts: no reader relies on row order
         run_script(con, "grading.set_version", {"grader_version": "0.3.0"})
         con.execute("DELETE FROM graded_attempts")
-        # BENCH-ONLY SQL: the bulk form of commit_grades() in assets/grading.py (rows the grader would stream).
+        # BENCH-ONLY SQL: the bulk form of commit_grades() in pipelines/grading/passes.py (rows the grader would
+        # stream).
         con.execute(f"INSERT INTO graded_attempts SELECT {', '.join(GRADE_COLUMNS)} FROM read_parquet($parts)",
                     {"parts": parts})
         con.execute("DELETE FROM fingerprints")
@@ -523,7 +524,7 @@ def stage_grades(ctx: dict) -> dict:
 
 
 def stage_revalidation(ctx: dict) -> dict:
-    from assets.revalidation import TIE_BAND_LOG2
+    from grader.labels import TIE_BAND_LOG2
     from pipelines.core.warehouse import run_script, transaction
 
     with _connect(ctx) as con:
@@ -578,8 +579,9 @@ def stage_splits(ctx: dict) -> dict:
 
 
 def stage_release(ctx: dict) -> dict:
-    """The release asset's own export: assets.release.export_configs, one zstd parquet shard per config."""
-    from assets.release import export_configs
+    """The release asset's own export: pipelines.publishing.release_files.export_configs, one zstd parquet shard per
+    config."""
+    from pipelines.publishing.release_files import export_configs
 
     root = Path(ctx["work"]) / "release"
     shutil.rmtree(root, ignore_errors=True)
@@ -656,8 +658,8 @@ STAGES = {"ingest": stage_ingest, "grades": stage_grades, "revalidation": stage_
           "trajectories": stage_trajectories, "splits": stage_splits, "release": stage_release}
 REFERENCES = {"floor": stage_floor, "json_floor": stage_json_floor, "ingest_rowwise": stage_ingest_rowwise,
               "ingest_check": None}
-PREIMPORT = {"ingest": ["assets.ingest"], "ingest_rowwise": ["assets.ingest"], "revalidation": ["assets.revalidation"],
-             "release": ["assets.release"]}
+PREIMPORT = {"ingest": ["pipelines.core.attempt_files"], "ingest_rowwise": ["pipelines.core.attempt_files"],
+             "revalidation": ["assets.revalidation"], "release": ["assets.release"]}
 
 
 def stage_ingest_check(ctx: dict) -> dict:
@@ -835,7 +837,8 @@ def report(results: dict, gen: dict, a, load0, problems: list[str]) -> None:
         print("*** ingest rowwise: the reference ingest (parse_lines on every line in parse workers, bulk insert); "
               "not in the total. Row-for-row check against the data path's ingest: "
               + ", ".join(f"{k} {v}" for k, v in results["ingest_check"].items() if k.endswith("_diff")))
-    print("ingest: assets.ingest.load_attempt_files (DuckDB fast path, parse_line for the rest, one streamed insert).")
+    print("ingest: pipelines.core.attempt_files.load_attempt_files (DuckDB fast path, parse_line for the rest, "
+          "one streamed insert).")
     print("peak RSS: the stage process's high-water mark; for an ingest, the larger of (parse phase: the stage "
           "process plus every parse worker, summed) and the insert phase that follows.")
     for p in problems:

@@ -237,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hard-stop-s", type=float, default=440.0,
                     help="past this, the table is written from the grades so far and the run ends")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--groups", default=None, help="comma-separated subset of cheat,escape,honest,own_inputs,cuda_l1,expert")
+    ap.add_argument("--groups", default=None,
+                    help="comma-separated subset of cheat,escape,honest,own_inputs,cuda_l1,expert")
     ap.add_argument("--cuda-l1", type=int, default=0, help="also grade this many attempts of the prepared CUDA-L1 "
                     "sample (python bench/cuda_l1_sample.py --n N, where ../shared/data is; carry .gpu_carry)")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")

@@ -14,9 +14,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.claims import audit_png, report_markdown
-from assets.grading import PASS_PRIMARY, commit_grades, pass_seed, grade_row
-from assets.ingest import attempt_row
+from pipelines.reporting.claim_report import audit_png, report_markdown
+from pipelines.grading.passes import PASS_PRIMARY, commit_grades, grade_row, pass_seed
+from pipelines.core.attempt_files import attempt_row
 from grader.contract import GRADER_VERSION
 from pipelines.reporting import claim_audit as cl
 from pipelines.reporting.status_sections import StatusContext
@@ -31,7 +31,7 @@ NOW = dt.datetime(2025, 1, 1)
 # ---- hand-built warehouse ---------------------------------------------------------------------
 
 def _size(cand_ms: float, expert_ms: float, rel_ci: float = 0.002) -> dict:
-    """A stored size row as `assets.grading.public_sizes` writes it (speedup clipped like the grader's)."""
+    """A stored size row as `pipelines.grading.passes.public_sizes` writes it (speedup clipped like the grader's)."""
     return {"size_key": "N=1", "hidden": False, "cand_ms": cand_ms, "expert_ms": expert_ms,
             "cand_ms_ci": [cand_ms * (1 - rel_ci), cand_ms * (1 + rel_ci)],
             "expert_ms_ci": [expert_ms * (1 - rel_ci), expert_ms * (1 + rel_ci)], "reps": 50,
