@@ -38,11 +38,33 @@ def prepare(n: int, out: Path) -> None:
                                 "language": a.language, "entry_point": a.entry_point,
                                 "claimed_speedup": a.claimed_speedup}) + "\n")
     n_own = prepare_own_inputs(out)
-    print(f"{len(chosen)} attempts on {len({a.task_id for a in chosen})} tasks, and {n_own} attempts at tasks that "
-          f"make their own inputs -> {out}")
+    n_cuda = prepare_cuda_own(out, {a.task_id for a in chosen})
+    print(f"{len(chosen)} attempts on {len({a.task_id for a in chosen})} tasks, {n_own} attempts at tasks that "
+          f"make their own inputs and {n_cuda} CUDA cases of our own -> {out}")
 
 
 OWN_INPUTS = ROOT / "tests" / "fixtures" / "own_inputs"
+CUDA_OWN = ROOT / "tests" / "fixtures" / "cuda_own"
+CASE_GROUPS = {"own_inputs": "own_inputs_requests.jsonl", "cuda_own": "cuda_own_requests.jsonl"}
+"""Groups of our own cases carried beside the sample, each attempt with the verdict it must get."""
+
+
+def _write_cases(path: Path, rows: list[tuple[str, str, str, str, str]]) -> int:
+    """(attempt id, task id, source, language, expected status/reason) as request lines."""
+    with open(path, "w") as f:
+        for aid, task_id, source, language, expect in rows:
+            f.write(json.dumps({"attempt_id": aid, "task_id": task_id, "source": source, "language": language,
+                                "entry_point": "ModelNew", "expect": expect}) + "\n")
+    return len(rows)
+
+
+def prepare_cuda_own(out: Path, sampled_tasks: set[str]) -> int:
+    """Our own CUDA candidates for tasks of the sample (tests/fixtures/cuda_own): an honest extension and a
+    CUDA-graph replay of library kernels, to hold the own-kernel rule to both sides on the GPU."""
+    cases = json.loads((CUDA_OWN / "cases.json").read_text())
+    rows = [(f"cuda_own:{name}", task, (CUDA_OWN / src).read_text(), "cuda", f"{status}/{code}")
+            for name, (task, src, status, code) in cases["attempts"].items() if task in sampled_tasks]
+    return _write_cases(out / CASE_GROUPS["cuda_own"], rows)
 
 
 def prepare_own_inputs(out: Path) -> int:
@@ -58,18 +80,15 @@ def prepare_own_inputs(out: Path) -> int:
     if refused:
         raise SystemExit(f"the importer refused own-input tasks: {refused}")
     write_cards(list(cards.values()), out / "own_inputs_cards.jsonl")
-    with open(out / "own_inputs_requests.jsonl", "w") as f:
-        for name, (key, src, status, code) in cases["attempts"].items():
-            f.write(json.dumps({"attempt_id": f"own_inputs:{name}", "task_id": kernelbench_task_id(*keys[key]),
-                                "source": (OWN_INPUTS / src).read_text(), "language": "pytorch",
-                                "entry_point": "ModelNew", "expect": f"{status}/{code}"}) + "\n")
-    return len(cases["attempts"])
+    return _write_cases(out / CASE_GROUPS["own_inputs"], [
+        (f"own_inputs:{name}", kernelbench_task_id(*keys[key]), (OWN_INPUTS / src).read_text(), "pytorch",
+         f"{status}/{code}") for name, (key, src, status, code) in cases["attempts"].items()])
 
 
 def sample_requests(n: int):
     """(requests, card files, metas) of the first n prepared attempts; a meta holds the attempt's group
-    (`cuda_l1`), level and the speedup its authors claim. The own-input cases (group `own_inputs`, each with
-    the verdict it must get) come with them when prepared."""
+    (`cuda_l1`), level and the speedup its authors claim. Our own cases (`CASE_GROUPS`, each with the verdict
+    it must get) come with them when prepared."""
     from grader.contract import GradeRequest
 
     path = PREPARED if (PREPARED / "requests.jsonl").exists() else None
@@ -83,13 +102,15 @@ def sample_requests(n: int):
                                  language=d["language"], entry_point=d["entry_point"], timeout_s=300, seed=11))
         metas.append({"group": "cuda_l1", "level": int(d["task_id"].split("_L")[1].split("_")[0]),
                       "claimed_speedup": d.get("claimed_speedup"), "language": d["language"]})
-    extra = path / "own_inputs_requests.jsonl"
-    for line in (extra.read_text().splitlines() if extra.exists() else []):
-        d = json.loads(line)
-        reqs.append(GradeRequest(attempt_id=d["attempt_id"], task_id=d["task_id"], source=d["source"],
-                                 language=d["language"], entry_point=d["entry_point"], timeout_s=300, seed=11))
-        metas.append({"group": "own_inputs", "expect": d["expect"], "language": d["language"]})
-    return reqs, [str(path / "cards.jsonl")] + ([str(path / "own_inputs_cards.jsonl")] if extra.exists() else []), metas
+    for group, name in CASE_GROUPS.items():
+        extra = path / name
+        for line in (extra.read_text().splitlines() if extra.exists() else []):
+            d = json.loads(line)
+            reqs.append(GradeRequest(attempt_id=d["attempt_id"], task_id=d["task_id"], source=d["source"],
+                                     language=d["language"], entry_point=d["entry_point"], timeout_s=300, seed=11))
+            metas.append({"group": group, "expect": d["expect"], "language": d["language"]})
+    own_cards = path / "own_inputs_cards.jsonl"
+    return reqs, [str(path / "cards.jsonl")] + ([str(own_cards)] if own_cards.exists() else []), metas
 
 
 if __name__ == "__main__":

@@ -35,7 +35,8 @@ from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E40
 from grader.labels import point_label  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
-ROUNDS = ((("cheat", 1), ("escape", 1), ("honest", 1), ("own_inputs", 1), ("cuda_l1", 1), ("expert", 1)),
+ROUNDS = ((("cheat", 1), ("escape", 1), ("honest", 1), ("own_inputs", 1), ("cuda_own", 1), ("cuda_l1", 1),
+           ("expert", 1)),
           (("cheat", 2), ("cheat", 3), ("expert", 2), ("honest", 2)))
 """(group, repeat) graded in each round: GPU-only cheats three times, the call-boundary escapes (planted
 on CPU, proven here on a CUDA build) once, experts and honest kernels twice. The cheats (floored within
@@ -86,10 +87,10 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         if any(r.reward == REWARD_FLOOR for r in rs):
             bad = next(r for r in rs if r.reward == REWARD_FLOOR)
             lines.append(f"  FLOORED {aid}\t{bad.status.value}/{bad.reason_code.value}: {bad.reason[:160]}")
-    own = by_group.get("own_inputs", {})
-    if own:
-        lines.append("== tasks that make their own inputs (each must get the verdict it expects)")
-        for aid, rs in sorted(own.items()):
+    for group, title in (("own_inputs", "tasks that make their own inputs"), ("cuda_own", "our own CUDA candidates")):
+        if by_group.get(group):
+            lines.append(f"== {title} (each must get the verdict it expects)")
+        for aid, rs in sorted(by_group.get(group, {}).items()):
             got = f"{rs[0].status.value}/{rs[0].reason_code.value}"
             lines.append(f"  {aid}\t{got}" + ("" if got == meta[aid]["expect"] else
                                                 f"\tEXPECTED {meta[aid]['expect']}: {rs[0].reason[:160]}"))
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="past this, the table is written from the grades so far and the run ends")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--groups", default=None,
-                    help="comma-separated subset of cheat,escape,honest,own_inputs,cuda_l1,expert")
+                    help="comma-separated subset of cheat,escape,honest,own_inputs,cuda_own,cuda_l1,expert")
     ap.add_argument("--cuda-l1", type=int, default=0, help="also grade this many attempts of the prepared CUDA-L1 "
                     "sample (python bench/cuda_l1_sample.py --n N, where ../shared/data is; carry .gpu_carry)")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")

@@ -378,7 +378,7 @@ class ExtensionHook:
         try:
             mod = orig(*args, **kwargs)
         except BaseException as e:
-            self.failed.append(_last_lines(f"{type(e).__name__}: {e}"))
+            self.failed.append(_build_error(f"{type(e).__name__}: {e}"))
             raise
         path = getattr(mod, "__file__", None)
         if isinstance(path, str) and _MODULE_FILE.match(os.path.basename(path)):
@@ -396,10 +396,13 @@ class ExtensionHook:
         return pack(items)
 
 
-def _last_lines(text: str, n: int = 6, limit: int = 800) -> str:
-    """A build error's last non-empty lines (the compiler's verdict sits at the end of torch's message)."""
+def _build_error(text: str, limit: int = 800) -> str:
+    """What a failed build said: its first lines naming an error (the compiler's verdicts, which ninja prints
+    before the failed command lines), then its last line; the whole tail where no line names one."""
     lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
-    return " | ".join(lines[-n:])[-limit:]
+    errors = [ln for ln in lines if "error" in ln.lower() and not ln.startswith(("FAILED:", "/usr/", "c++ ", "nvcc "))]
+    picked = errors[:4] + lines[-1:] if errors else lines[-6:]
+    return " | ".join(ln if len(ln) <= 240 else ln[:120] + " ... " + ln[-100:] for ln in picked)[:limit]
 
 
 def _import_extension(path: Path) -> Any:

@@ -61,7 +61,7 @@ class Reason(str, enum.Enum):
     L2_PERSISTING = "persisting_l2"           # reserved persisting L2 that survives the flush between calls
     BELOW_FLOOR = "below_physical_floor"       # faster than the bytes the call must move allow
     FORBIDDEN_OP = "forbidden_op"              # called the library op that does the whole job
-    NO_OWN_KERNEL = "no_own_kernel"            # a triton candidate whose own kernel never ran
+    NO_OWN_KERNEL = "no_own_kernel"            # a triton or cuda candidate whose own kernel never ran
     INHERITANCE_BYPASS = "inheritance_bypass"  # static: subclasses or calls the reference model
     SANDBOX_VIOLATION = "sandbox_violation"    # tried to reach files, network or secrets it may not
     INTERPRETER = "interpreter_state"          # changed the worker's interpreter: hooks, modes, signals, builtins

@@ -24,7 +24,7 @@ from grader.contract import (GRADER_VERSION, GradeRequest, GradeResult, Reason, 
                              geomean, reward)
 from grader.inputs import derive_seed, make_inputs, resolve_specs
 from grader.launcher import Slot, WorkerConn
-from grader.statics import static_findings
+from grader.statics import declared_kernels, ran_own_kernel, static_findings
 from grader.taskcard import DTYPE_BYTES, STRUCTURAL_OPS, TaskCard, bytes_floor, resolve_shape, size_key
 from grader.timing import median, median_ci, quantile
 
@@ -149,6 +149,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles)
         sandbox_layers = conn.hello.get("sandbox", {})
+        g.own_kernels = declared_kernels(req.source) if req.language == "cuda" else []
         phases["startup"] = time.perf_counter() - t
         t = time.perf_counter()
         source, entry = req.source, req.entry_point
@@ -258,6 +259,9 @@ class _Grade:
     the candidate of one timed pair take the same ones."""
     digests: dict = field(default_factory=dict)
     """seed -> digest of the task-made inputs handed out for it, checked when the reference makes them again."""
+    own_kernels: list = field(default_factory=list)
+    """The `__global__` kernels a cuda candidate's source declares (`statics.declared_kernels`): the profiled
+    call must run one of them (graph replay of library kernels passes the aten-op rule: H200 run 24, L3:T28)."""
     build_failed: str = ""
     """The error of the candidate's first extension build that raised at load (it may have fallen back)."""
     slack_used: float = 0.0
@@ -580,6 +584,11 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, profile: bool
                             "memory, layout and dtype ops are allowed beside its own kernels"
                             + (f" (its own extension failed to build at load: {g.build_failed[-300:]})"
                                if g.build_failed else ""))
+    if g.req.language == "cuda" and reply.get("kernels") and not ran_own_kernel(g.own_kernels, reply["kernels"]):
+        raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
+                    f"a cuda candidate ran none of the {len(g.own_kernels)} kernels it declares "
+                    f"({', '.join(g.own_kernels[:4])}); the device ran only {', '.join(k[:60] for k in reply['kernels'][:4])}"
+                    + (f" (its own extension failed to build at load: {g.build_failed[-300:]})" if g.build_failed else ""))
     g.kernels.extend(reply.get("kernels", []) or [k.split(":", 1)[1] for k in reply.get("launches", {})])
     return reply
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from grader.contract import Reason
@@ -81,3 +82,23 @@ def _is_torch_ops_aten(node: ast.Attribute) -> bool:
     inner = node.value
     return (node.attr in ("aten", "prims") and isinstance(inner, ast.Attribute) and inner.attr == "ops"
             and isinstance(inner.value, ast.Name) and inner.value.id == "torch")
+
+
+_LAUNCH_BOUNDS = re.compile(r"__launch_bounds__\s*\([^)]*\)")
+_GLOBAL = re.compile(r"__global__\s+[^(;{}]*?\b([A-Za-z_]\w*)\s*\(")
+
+
+def declared_kernels(source: str) -> list[str]:
+    """Names of the CUDA kernels (`__global__` functions) a candidate's source declares, in its inline C++/CUDA
+    text (load_inline, CuPy RawKernel) or anywhere else: empty when it declares none."""
+    text = _LAUNCH_BOUNDS.sub(" ", source)
+    return sorted({m.group(1) for m in _GLOBAL.finditer(text)})
+
+
+def ran_own_kernel(declared: list[str], kernels: list[str]) -> bool:
+    """Whether any kernel the profiler saw carries one of the declared names (as a whole identifier: a
+    template's `void ns::name<float>(...)` or an `extern "C"` kernel's `name(...)` alike)."""
+    if not declared:
+        return True
+    pattern = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, declared)) + r")(?![A-Za-z0-9_])")
+    return any(pattern.search(k) for k in kernels)

@@ -282,8 +282,8 @@ def test_a_build_that_raises_is_recorded_with_its_last_lines(tmp_path: Path, mon
     from grader.compile_cache import ExtensionHook
 
     def broken_load_inline(name, cpp_sources, cuda_sources=None, functions=None, verbose=False):
-        raise RuntimeError("Error building extension 'bad':\nninja: build stopped\n"
-                           "bad.cu(3): error: identifier \"undeclared\" is undefined")
+        raise RuntimeError("Error building extension 'bad':\nbad.cu(3): error: identifier \"undeclared\" is undefined\n"
+                           + "/usr/local/cuda/bin/nvcc -c bad.cu -o bad.cuda.o " * 20 + "\nninja: build stopped")
 
     monkeypatch.setattr(ce, "load_inline", broken_load_inline)
     hook = ExtensionHook(tmp_path)
@@ -291,5 +291,6 @@ def test_a_build_that_raises_is_recorded_with_its_last_lines(tmp_path: Path, mon
         with pytest.raises(RuntimeError):
             ce.load_inline(name="bad", cpp_sources="", functions=["forward"])
     assert len(hook.failed) == 1 and "identifier \"undeclared\" is undefined" in hook.failed[0]
-    assert "ninja: build stopped" in hook.failed[0]  # the last lines, joined: the compiler's verdict kept
+    # the compiler's verdict, printed before a long failed command line, is what the record keeps
+    assert "ninja: build stopped" in hook.failed[0] and "nvcc -c" not in hook.failed[0]
     assert ce.load_inline is broken_load_inline  # the loader is torch's (here: the test's) again

@@ -433,3 +433,27 @@ def test_device_watch_names_every_other_process_on_the_device_during_a_timing_lo
     quiet = _ReplayNVML(clocks=[1980, 1980], reasons=[0, 0], samples=[])  # no sample in the window at all
     w2 = DeviceWatch(quiet, clock=lambda: t0)
     assert w2.since(w2.mark(), {}) == {"sm_mhz": [1980, 1980], "reasons": [], "others": []}
+
+
+def test_declared_cuda_kernels_and_whether_one_ran():
+    """A cuda candidate's profiled call must run one of the kernels its source declares: a CUDA graph of
+    library kernels passes the aten-op rule (H200 run 24, CUDA-L1 L3:T28, graded correct at 3.9x)."""
+    from grader.statics import declared_kernels, ran_own_kernel
+
+    source = '''
+cuda_src = r"""
+template <typename T> __global__ void __launch_bounds__(256) scale_kernel(const T* x, T* y) { }
+extern "C" __global__ void row_sum(const float* x, float* y, int n) { }
+__global__
+void split_decl_kernel(float* y) { }
+"""
+'''
+    assert declared_kernels(source) == ["row_sum", "scale_kernel", "split_decl_kernel"]
+    assert declared_kernels("import torch\ndef run(x):\n    return x * 2\n") == []
+    seen = ["void scale_kernel<float>(float const*, float*)", "Memcpy DtoD (Device -> Device)"]
+    assert ran_own_kernel(declared_kernels(source), seen)
+    assert ran_own_kernel(["row_sum"], ["row_sum(float const*, float*, int)"])
+    library = ["sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8", "void at::native::vectorized_elementwise_kernel"]
+    assert not ran_own_kernel(["row_sum", "scale_kernel"], library)
+    assert not ran_own_kernel(["sum"], ["row_sum(float const*, float*, int)"])  # whole identifiers only
+    assert ran_own_kernel([], library)  # nothing declared (a CUTLASS template, a library call): not judged here
