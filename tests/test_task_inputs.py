@@ -56,7 +56,8 @@ def test_the_importer_keeps_the_task_and_says_how_its_inputs_are_made(cards):
         assert card.hidden_sizes == {}, "a task's own get_inputs has one size: no hidden sizes"
         assert "own get_inputs" in card.hidden_sizes_note
     specs = cards[(1, 901)].inputs
-    assert [(s.shape, s.dtype, s.dist) for s in specs[:2]] == [((8, 16, 16), "float32", "task"), ((8, 16), "float32", "task")]
+    assert [(s.shape, s.dtype, s.dist) for s in specs[:2]] == [((8, 16, 16), "float32", "task"),
+                                                               ((8, 16), "float32", "task")]
     assert (specs[2].dist, specs[2].low) == ("scalar", 0.5)
     assert [(s.shape, s.dtype) for s in cards[(1, 903)].inputs] == [((32, 8), "float32"), ((32,), "int64")]
     assert cards[(1, 901)].init_inputs == "[2.0]"
