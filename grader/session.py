@@ -220,7 +220,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         status=status, reason_code=code, reason=reason, reward=reward(status, speedups), seed=root_seed,
         profile=profile, device=device_name, fingerprint_id=fingerprint_id, fingerprint=fingerprint,
         sizes=sizes_out, speedup_geomean=geomean(speedups) if status is Status.CORRECT else None,
-        measured_speedup_geomean=geomean(measured), tolerances=_tolerances(card, g.slack_used if g is not None else 0.0), phase_seconds=phases,
+        measured_speedup_geomean=geomean(measured), phase_seconds=phases,
+        tolerances=_tolerances(card, g.slack_used if g is not None else 0.0),
         sandbox=sandbox_layers, sharing=req.sharing,
         kernels_launched=sorted(set(g.kernels))[:200] if g is not None else [],
     )
@@ -585,10 +586,11 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, profile: bool
                             + (f" (its own extension failed to build at load: {g.build_failed[-300:]})"
                                if g.build_failed else ""))
     if g.req.language == "cuda" and reply.get("kernels") and not ran_own_kernel(g.own_kernels, reply["kernels"]):
+        seen = ", ".join(k[:60] for k in reply["kernels"][:4])
+        built = f" (its own extension failed to build at load: {g.build_failed[-300:]})" if g.build_failed else ""
         raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
                     f"a cuda candidate ran none of the {len(g.own_kernels)} kernels it declares "
-                    f"({', '.join(g.own_kernels[:4])}); the device ran only {', '.join(k[:60] for k in reply['kernels'][:4])}"
-                    + (f" (its own extension failed to build at load: {g.build_failed[-300:]})" if g.build_failed else ""))
+                    f"({', '.join(g.own_kernels[:4])}); the device ran only {seen}{built}")
     g.kernels.extend(reply.get("kernels", []) or [k.split(":", 1)[1] for k in reply.get("launches", {})])
     return reply
 
@@ -672,7 +674,7 @@ def _reference_worker(g: _Grade) -> WorkerConn:
 def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     """The reference's float64 answer (and error scale) for the inputs of `seed`, from the task's
     sandboxed reference worker. Its time is the grader's, not the attempt's."""
-    card, key = g.task.card, g.task.expert_key
+    key = g.task.expert_key
     t = time.perf_counter()
     fd = None
     try:
