@@ -96,4 +96,6 @@ def test_an_installed_kerneltraj_makes_a_release_outside_a_checkout(venv, tmp_pa
     status = json.loads(_run([str(venv / "bin" / "kerneltraj"), "status", "--json"], cwd=where, env=env).stdout)
     assert status["release"]["version"] == folder.name and status["ledger"]["unaccounted"] == 0
     assert all(c["passed"] for c in status["checks"])
+    passes = status["reliability"]["grading_passes"]  # the installed grader's workers graded every attempt
+    assert passes["primary"]["graded"] > 0 and all(p["infra_errors"] == 0 for p in passes.values())
     assert sorted(p.name for p in REPO_ROOT.iterdir()) == before  # nothing written into the source tree
