@@ -1,8 +1,13 @@
-"""Shared fixtures: repository paths, a small subset of the demo corpus, isolated project settings."""
+"""Shared fixtures: repository paths, a small subset of the demo corpus, isolated project settings.
+
+The suite runs on pytest-xdist workers (`-n 2 --dist loadgroup` in pyproject.toml): `pytest_collection_modifyitems`
+below keeps the tests that share an expensive fixture on one worker and starts the longest groups first, and
+`release_project` is materialised once per session however many workers ask for it."""
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -108,7 +113,9 @@ def instance(tmp_path, monkeypatch):
 
 # ---- one materialised release, shared by every test that only reads it ------------------------
 
-RELEASE_TIMEOUT_S = 240
+RELEASE_TIMEOUT_S = 600
+"""Bound on each `kerneltraj release` of the shared project: about two minutes alone on two cores, and more while
+the other xdist worker grades beside it (240 s was not enough then)."""
 VALIDATION_TASK = "cross_entropy_fp32"
 HELDOUT_TASK = "attention_fp16"
 """A task of the held-out family `attention` (splits/split_manifest-v1.json)."""
@@ -185,6 +192,20 @@ class ReleaseProject:
         shutil.copytree(self.root, dest)
         return dest
 
+    def to_record(self) -> bytes:
+        """What another xdist worker needs to use the same project folder (`from_record`); pickled, so the
+        grades' timestamps come back as the same values a test compares with the warehouse."""
+        rel = self.release
+        return pickle.dumps({"root": str(self.root), "env": self.env, "attempts_file": str(self.attempts_file),
+                             "malformed_file": str(self.malformed_file), "killed_run_grades": self.killed_run_grades,
+                             "release": (rel.args, rel.returncode, rel.stdout, rel.stderr)})
+
+    @classmethod
+    def from_record(cls, data: bytes) -> "ReleaseProject":
+        rec = pickle.loads(data)
+        return cls(Path(rec["root"]), rec["env"], subprocess.CompletedProcess(*rec["release"]),
+                   Path(rec["attempts_file"]), Path(rec["malformed_file"]), rec["killed_run_grades"])
+
 
 def committed_grades(warehouse: Path) -> list[dict] | None:
     """Grades visible to a reader now; None while the release holds the file's write lock."""
@@ -221,13 +242,44 @@ def write_release_inputs(root: Path, demo_files: tuple[Path, Path]) -> None:
     checkpoint_pair(root / "checkpoints")
 
 
+def session_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every worker of this session sees: under xdist each worker's basetemp is `popen-gwN` inside
+    the session's own temporary folder; without xdist it is the basetemp itself (its parent is shared by every
+    session of this user)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def release_project(tmp_path_factory, demo_files) -> ReleaseProject:
     """One release materialised by the real CLI, once per session, for every test that only reads it
     (tests/test_pipeline.py, tests/test_publish.py, tests/test_browser.py): a first `kerneltraj release` is
     killed (SIGKILL, whole process group) once it has committed grades, then a second runs to completion.
-    A test that changes the project works on `ReleaseProject.copy`."""
-    root = tmp_path_factory.mktemp("release_project")
+    A test that changes the project works on `ReleaseProject.copy`.
+
+    Built once per session, also under xdist: the first worker to ask builds it under a file lock in the
+    session's shared folder and leaves a record of it there; the others wait on the lock and read the record.
+    (The tests that use it are one xdist group, so normally one worker asks.)"""
+    from filelock import FileLock
+
+    shared = session_shared_dir(tmp_path_factory)
+    record, failed = shared / "release_project.pickle", shared / "release_project.failed"
+    with FileLock(str(shared / "release_project.lock")):
+        if failed.is_file():
+            pytest.fail(f"the shared release failed to build on another worker:\n{failed.read_text()}")
+        if record.is_file():
+            return ReleaseProject.from_record(record.read_bytes())
+        try:
+            project = _build_release_project(shared / "release_project", demo_files)
+        except BaseException as e:
+            failed.write_text(f"{type(e).__name__}: {e}"[-5000:])
+            raise
+        record.write_bytes(project.to_record())
+        return project
+
+
+def _build_release_project(root: Path, demo_files: tuple[Path, Path]) -> ReleaseProject:
+    root.mkdir()
     write_release_inputs(root, demo_files)
     env = release_env(root)
     from pipelines.core.settings import Settings
@@ -253,3 +305,98 @@ def release_project(tmp_path_factory, demo_files) -> ReleaseProject:
                           capture_output=True, text=True, timeout=RELEASE_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-5000:]
     return ReleaseProject(root, env, proc, root / "attempts.jsonl", root / "malformed.jsonl", kept)
+
+
+# ---- xdist: which tests share a worker, and which start first ------------------------------------------------
+
+def pytest_configure(config: pytest.Config) -> None:
+    """On an xdist worker, torch computes on one thread, and so do the processes a test starts (they inherit
+    OMP_NUM_THREADS): the two workers already fill both cores, and a second OpenMP thread per process only
+    spins at every barrier while the other worker runs (measured: 20% more CPU time for the same test)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        import torch
+
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+SHARED_SESSION_FIXTURES = ("release_project",)
+"""Session fixtures too expensive to build on every worker: the tests that use one are one xdist group."""
+REQUESTED_AT_RUN_TIME = {"tests/test_browser.py::ui_url": "release_project"}
+"""Fixtures that ask for a shared one through `request.getfixturevalue` (so only once they know they will run):
+their tests join that fixture's group."""
+
+
+def _shared_fixtures(item: pytest.Item) -> list[str]:
+    """The expensive shared fixtures `item` uses (its whole fixture closure): the session ones above, and every
+    module- or class-scoped one defined in a test module (its name prefixed with that module), except private
+    helpers named `_...` (autouse set-up such as a scratch folder, cheap to make on every worker)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    out = []
+    for name in item.fixturenames:
+        defs = info.name2fixturedefs.get(name)
+        if not defs:
+            continue
+        fixturedef = defs[-1]
+        if fixturedef.scope == "session" and name in SHARED_SESSION_FIXTURES:
+            out.append(name)
+        elif fixturedef.scope in ("module", "class", "package") and not name.startswith("_"):
+            out.append(f"{item.nodeid.split('::')[0]}::{name}")
+            if out[-1] in REQUESTED_AT_RUN_TIME:
+                out.append(REQUESTED_AT_RUN_TIME[out[-1]])
+    return out
+
+
+def _xdist_groups(items: list[pytest.Item]) -> dict[pytest.Item, str]:
+    """Tests linked through shared fixtures (directly, or through a test that uses two of them) form one group,
+    named after its first fixture: each fixture is then built once, on the worker that runs its group."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    used = {item: _shared_fixtures(item) for item in items}
+    for names in used.values():
+        for other in names[1:]:
+            parent[find(other)] = find(names[0])
+    members: dict[str, list[str]] = {}
+    for names in used.values():
+        for n in names:
+            members.setdefault(find(n), []).append(n)
+    label = {root: min(ns, key=lambda n: (n not in SHARED_SESSION_FIXTURES, n)) for root, ns in members.items()}
+    return {item: label[find(names[0])] for item, names in used.items() if names}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under xdist (`--dist loadgroup`): mark each test that shares an expensive fixture with its group, and put
+    the long work first (the shared release's group, the groups holding a `slow` test, the `slow` tests, then
+    the other groups and the rest), so the workers do not end on one long test each. Without xdist only the
+    order changes; every test still runs."""
+    groups = _xdist_groups(items)
+    size: dict[str, int] = {}
+    slow: set[str] = set()
+    for item, g in groups.items():
+        item.add_marker(pytest.mark.xdist_group(g))
+        size[g] = size.get(g, 0) + 1
+        if item.get_closest_marker("slow"):
+            slow.add(g)
+    position = {item: i for i, item in enumerate(items)}
+    first_of: dict[str, int] = {}
+    for item in items:
+        if item in groups:
+            first_of.setdefault(groups[item], position[item])
+
+    def key(item: pytest.Item):
+        g = groups.get(item)
+        if g is None:
+            return (2 if item.get_closest_marker("slow") else 4, 0, 0, position[item])
+        rank = 0 if g in SHARED_SESSION_FIXTURES else 1 if g in slow else 3
+        return (rank, -size[g], first_of[g], position[item])
+
+    # Stable within a group and within a module: only whole groups and single tests move.
+    items.sort(key=key)

@@ -263,6 +263,7 @@ def naive_verdicts(tmp_path_factory):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(_params(_naive_cases())))
 def test_cheat_fools_a_naive_harness(case, naive_verdicts):
     """The cheat is a real attack: a KernelBench-style in-process check accepts it."""
@@ -298,6 +299,7 @@ def graded():
     return results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(_params(CASES)))
 def test_case_is_graded_as_expected(case, graded):
     from grader.contract import REWARD_FLOOR

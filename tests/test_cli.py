@@ -95,6 +95,7 @@ def test_import_rejects_unknown_format(tmp_path):
     assert "no-such-format" in line and "cuda-l1" in line and "kernelbench -h" not in line
 
 
+@pytest.mark.slow
 def test_bad_arguments_are_one_line_each(tmp_path):
     """Mistakes a user can make on the command line: each is one line that says what to do."""
     env = project_env(tmp_path, ())

@@ -175,6 +175,7 @@ def _worker(scratch: Path, index: list, payload: bytes) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None,
                     reason="no C++ compiler or ninja: torch cannot build extensions here")
 def test_real_extension_built_once_then_served(tmp_path: Path) -> None:
@@ -225,6 +226,7 @@ def _entries(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/*/manifest.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None,
                     reason="no C++ compiler or ninja: torch cannot build extensions here")
 @pytest.mark.skipif(os.geteuid() != 0,

@@ -408,6 +408,7 @@ def test_status_section_absent_until_there_is_something(tmp_path):
 
 # ---- real co-tenant processes on the CPU ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_real_cotenants_run_and_are_stopped():
     started = time.monotonic()
     with CoTenant(Role.COMPUTE_HOG, "cpu") as hog, CoTenant(Role.MEMBW_HOG, "cpu") as bw, \

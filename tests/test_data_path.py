@@ -219,6 +219,7 @@ def test_demo_corpus_and_malformed_rows_are_identical(tmp_path: Path) -> None:
     assert {k: d[k] for k in COMPARED} == {k: 0 for k in COMPARED}, d
 
 
+@pytest.mark.slow
 def test_hostile_lines_are_identical_across_files_and_blocks(tmp_path: Path) -> None:
     one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
     one.write_bytes(b"\n".join(hostile_lines(1400, 1, "x.")) + b"\n")

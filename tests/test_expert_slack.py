@@ -135,6 +135,7 @@ def graded(tmp_path_factory):
         return {r.attempt_id: r for r in svc.grade(reqs)}
 
 
+@pytest.mark.slow
 def test_the_grader_passes_honest_fp32_in_another_order_and_records_the_slack(graded):
     r = graded["sequential"]
     assert r.status is Status.CORRECT, f"{r.reason_code.value}: {r.reason}"

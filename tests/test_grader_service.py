@@ -56,11 +56,20 @@ CASES = {
 }
 
 
+SHORT_BUDGET_S = {
+    "hang": 20,
+    # The recursive glob never ends (it walks into /proc), so this grade always lasts its whole budget: the
+    # sandbox reports the reach at once, but the verdict (cheat_flagged, sandbox_violation, the same reason)
+    # is only given when the budget ends. 30 s of it was measured to say the same as 120 s.
+    "read_catalogue": 30,
+}
+
+
 @pytest.fixture(scope="module")
 def graded():
     os.environ["HF_TOKEN"] = "hf_secret_that_must_not_leak"
     reqs = [GradeRequest(attempt_id=name, task_id=TASK, source=src, language=lang, seed=3,
-                         timeout_s=20 if name == "hang" else 120) for name, (src, lang, _, _) in CASES.items()]
+                         timeout_s=SHORT_BUDGET_S.get(name, 120)) for name, (src, lang, _, _) in CASES.items()]
     reqs.append(GradeRequest(attempt_id="unknown_task", task_id="no_such_task", source=HONEST, language="pytorch"))
     with GraderService(mode="zygote", workers=2) as svc:
         results = {r.attempt_id: r for r in svc.grade(reqs)}
@@ -76,6 +85,7 @@ def test_every_grade_draws_its_own_root_seed(graded):
     assert len(set(seeds)) == len(seeds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_outcome(graded, name):
     results, _ = graded
@@ -120,6 +130,7 @@ def test_hidden_sizes_never_in_the_result(graded):
     assert card.expert.strip()[:40] not in text
 
 
+@pytest.mark.slow
 def test_fresh_process_mode_grades_the_same():
     with GraderService(mode="fresh", workers=1) as svc:
         r = svc.grade_one(GradeRequest(attempt_id="fresh", task_id=TASK, source=HONEST, language="pytorch"))
@@ -156,6 +167,7 @@ def test_no_directory_outside_the_system_is_readable_even_through_libc(tmp_path)
         shutil.rmtree(root)
 
 
+@pytest.mark.slow
 def test_expert_twin_is_kept_per_task_under_its_own_uid_and_replaced_when_it_dies():
     """The expert is timed in a twin worker: kept for the next attempt of the same task, never under
     the candidate's uid (a candidate must not signal or trace it), and a dead twin is started anew

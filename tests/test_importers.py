@@ -50,6 +50,7 @@ def cuda_l1() -> ImportBatch:
     return IMPORTERS["cuda-l1"].import_path([CUDA_L1])
 
 
+@pytest.mark.slow
 @needs_data
 def test_cuda_l1_every_row_accounted(cuda_l1: ImportBatch) -> None:
     rows = []
@@ -591,6 +592,7 @@ class ModelNew(nn.Module):
 '''
 
 
+@pytest.mark.slow
 def test_task_files_that_shape_their_inputs_become_cards_and_grade_modelnew_with_their_init_inputs(tmp_path: Path):
     """Symmetric, triangular, softmax-normalised and randomly scaled tensors, a boolean mask, a {-1, 1} vector
     and a plain number: each is read as a seeded draw plus steps, drawn alike on both sides, and a `ModelNew`

@@ -201,6 +201,7 @@ def test_the_cases_cover_what_issue_15_asks():
     assert helpers == ["L2_012_own_init_inputs_ignored", "L2_040_honest_with_own_helpers"]  # the rest: ModelNew alone
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ATTEMPTS))
 def test_outcome(graded, name):
     results, _ = graded

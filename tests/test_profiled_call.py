@@ -29,14 +29,17 @@ LIBRARY_AT_SECOND_SIZE = ("import torch\nSHAPES = {}\ndef run(x):\n"
                           + HONEST_BODY)
 
 
-def test_the_second_check_call_of_each_size_is_profiled():
-    effort = dataclasses.replace(Effort.for_device(False), check_calls=2)
+def _grade(effort: Effort, **sources: str) -> dict:
+    """Each source graded on the softmax card with `effort`, by name."""
     reqs = [GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=src, language="pytorch", seed=1,
-                         timeout_s=120) for name, src in (("after_first", LIBRARY_AFTER_FIRST),
-                                                          ("only_first", LIBRARY_ONLY_FIRST),
-                                                          ("second_size", LIBRARY_AT_SECOND_SIZE))]
+                         timeout_s=120) for name, src in sources.items()]
     with GraderService(mode="zygote", workers=1, effort=effort) as svc:
-        got = {r.attempt_id: r for r in svc.grade(reqs)}
+        return {r.attempt_id: r for r in svc.grade(reqs)}
+
+
+def test_the_second_check_call_of_each_size_is_profiled():
+    got = _grade(dataclasses.replace(Effort.for_device(False), check_calls=2), after_first=LIBRARY_AFTER_FIRST,
+                 only_first=LIBRARY_ONLY_FIRST, second_size=LIBRARY_AT_SECOND_SIZE)
     after = got["after_first"]
     assert (after.status, after.reason_code) == (Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP), after.reason
     # at a later size, after the first call there: the library path of the timed calls is still seen
@@ -54,12 +57,8 @@ def test_with_warmup_pairs_a_call_of_the_timing_loop_is_profiled():
     """Two check calls, one warm-up pair, three timed pairs per size: the profiled call is one of the four
     calls after the checks (drawn by the parent), never a check call."""
     effort = dataclasses.replace(Effort.for_device(False), check_calls=2, warmup_pairs=1, min_reps=3, max_reps=3)
-    reqs = [GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=src, language="pytorch", seed=1,
-                         timeout_s=120) for name, src in (("after_first", LIBRARY_AFTER_FIRST),
-                                                          ("checks_only", LIBRARY_IN_CHECKS_ONLY),
-                                                          ("second_size", LIBRARY_AT_SECOND_SIZE))]
-    with GraderService(mode="zygote", workers=1, effort=effort) as svc:
-        got = {r.attempt_id: r for r in svc.grade(reqs)}
+    got = _grade(effort, after_first=LIBRARY_AFTER_FIRST, checks_only=LIBRARY_IN_CHECKS_ONLY,
+                 second_size=LIBRARY_AT_SECOND_SIZE)
     for name in ("after_first", "second_size"):  # the library path of the timed calls is seen, wherever drawn
         r = got[name]
         assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP), (name, r.reason)

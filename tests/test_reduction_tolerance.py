@@ -58,6 +58,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
 import pytest
 import torch
 
@@ -84,14 +85,29 @@ def _pad(t: torch.Tensor, multiple: int) -> torch.Tensor:
     return torch.nn.functional.pad(t, (0, extra)) if extra else t
 
 
-def sequential(t: torch.Tensor) -> torch.Tensor:
-    """Left to right, one running total per row. (torch.cumsum cannot stand in: on CPU it
-    accumulates float32 in double.)"""
-    cols = t.t().contiguous()
-    acc = cols[0].clone()
-    for j in range(1, cols.shape[0]):
-        acc.add_(cols[j])
+def _running_total(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """The last of the running totals of `t` along `dim`, every addition rounded to t's dtype, left to right.
+
+    numpy's add.accumulate is that loop in C for float32 and float16 (each prefix is the previous one plus
+    the next element, in the array's dtype; unlike add.reduce it never sums pairwise), bit for bit what one
+    torch add_ per element gives (test_running_total_is_the_python_loop below). numpy has no bfloat16,
+    so that dtype keeps the loop. (torch.cumsum cannot stand in: on CPU it accumulates float32 in double.)"""
+    if t.dtype in (torch.float32, torch.float16):
+        return torch.from_numpy(np.add.accumulate(t.numpy(), axis=dim).take(-1, axis=dim))
+    return _running_total_loop(t, dim)
+
+
+def _running_total_loop(t: torch.Tensor, dim: int) -> torch.Tensor:
+    steps = t.movedim(dim, 0).contiguous()
+    acc = steps[0].clone()
+    for j in range(1, steps.shape[0]):
+        acc.add_(steps[j])
     return acc
+
+
+def sequential(t: torch.Tensor) -> torch.Tensor:
+    """Left to right, one running total per row."""
+    return _running_total(t, 1)
 
 
 def pairwise(t: torch.Tensor) -> torch.Tensor:
@@ -118,11 +134,7 @@ def lanes(width: int) -> Reduce:
     def reduce(t: torch.Tensor) -> torch.Tensor:
         t = _pad(t, width)
         rows, n = t.shape
-        steps = t.reshape(rows, n // width, width).permute(1, 0, 2).contiguous()
-        acc = steps[0].clone()
-        for j in range(1, steps.shape[0]):
-            acc.add_(steps[j])
-        return pairwise(acc)
+        return pairwise(_running_total(t.reshape(rows, n // width, width), 1))
     return reduce
 
 
@@ -453,6 +465,18 @@ def test_every_reduction_card_with_an_error_scale_is_covered():
     assert all(CATALOGUE[t].output_dtype == "float32" for t in CASES)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=["fp32", "fp16"])
+def test_running_total_is_the_python_loop(dtype):
+    """The running totals below come from numpy's accumulate: the same numbers, bit for bit, as one torch
+    add_ per element in the tensor's dtype (cancelling and one-signed rows, long and short, both axes)."""
+    gen = torch.Generator().manual_seed(7)
+    for shape, dim in [((7, 5000), 1), ((3, 1), 1), ((33, 257), 1), ((4, 40, 256), 1), ((300, 6), 0)]:
+        for mean in (0.0, 3.0):
+            t = (torch.randn(shape, generator=gen) * 2 + mean).to(dtype)
+            assert torch.equal(_running_total(t, dim), _running_total_loop(t, dim)), (shape, dim, mean)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("task_id", sorted(CASES))
 def test_error_scale_passes_honest_orders_and_fails_low_precision(task_id: str):
     case, card = CASES[task_id], CATALOGUE[task_id]

@@ -57,7 +57,7 @@ def test_the_importer_keeps_the_task_and_says_how_its_inputs_are_made(cards):
         assert "own get_inputs" in card.hidden_sizes_note
     specs = cards[(1, 901)].inputs
     assert [(s.shape, s.dtype, s.dist) for s in specs[:2]] == [((8, 16, 16), "float32", "task"),
-                                                               ((8, 16), "float32", "task")]
+                                                              ((8, 16), "float32", "task")]
     assert (specs[2].dist, specs[2].low) == ("scalar", 0.5)
     assert [(s.shape, s.dtype) for s in cards[(1, 903)].inputs] == [((32, 8), "float32"), ((32,), "int64")]
     assert cards[(1, 901)].init_inputs == "[2.0]"
@@ -72,6 +72,7 @@ def test_an_expressible_task_keeps_its_drawn_inputs():
     assert "Assign" in analyse_module(task).own_inputs  # the reason the draw could not be read is kept
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(ATTEMPTS))
 def test_each_attempt_gets_its_verdict_on_the_tasks_own_inputs(graded, name):
     r, (_, _, status, code) = graded[name], ATTEMPTS[name]
