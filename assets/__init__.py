@@ -1,9 +1,11 @@
 """Dagster assets of kerneltraj, one module per pipeline stage, each with its asset checks."""
 from __future__ import annotations
 
-from assets import accounting, claims, contention, grading, ingest, learning, publish, release, revalidation, splits, trajectories
+from assets import (accounting, claims, contention, grading, ingest, learning, publish, release, revalidation, splits,
+                    trajectories)
 
-STAGES = (ingest, grading, trajectories, revalidation, contention, claims, splits, learning, accounting, release, publish)
+STAGES = (ingest, grading, trajectories, revalidation, contention, claims, splits, learning, accounting, release,
+          publish)
 """Modules in pipeline order; each exposes its asset(s) and a CHECKS list."""
 
 ASSETS = [ingest.raw_attempts, grading.graded_attempts, trajectories.trajectories,

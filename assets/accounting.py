@@ -5,16 +5,9 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from assets.common import GROUP_RELEASE, OWNER, check_result, table_metadata
-from pipelines.resources import Warehouse
-from pipelines.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
-
-
-def accounting_sections(rows: list[dict]) -> dict[str, dict[str, float]]:
-    """{category: {name: value}} from the long-format accounting table."""
-    out: dict[str, dict[str, float]] = {}
-    for r in rows:
-        out.setdefault(r["category"], {})[r["name"]] = r["value"]
-    return out
+from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
+from pipelines.defs.resources import Warehouse
+from pipelines.reporting.cost import accounting_sections
 
 
 @dg.asset(
@@ -32,9 +25,9 @@ def accounting_sections(rows: list[dict]) -> dict[str, dict[str, float]]:
                 "its seconds from admission to acceptance; unattributed seconds and coverage as 'cost' rows.",
 )
 def accounting(context: AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
-    # Imported here, not at module level: pipelines.cost registers the `cost` status section on import, and
+    # Imported here, not at module level: pipelines.reporting.cost registers the `cost` status section on import, and
     # `kerneltraj status` imports the assets from inside a section while it iterates the registry.
-    from pipelines.cost import cost_summary, overheads
+    from pipelines.reporting.cost import cost_summary, overheads
 
     with warehouse.connect() as con:
         with transaction(con):
@@ -99,7 +92,7 @@ def ledger_conservation(warehouse: Warehouse) -> dg.AssetCheckResult:
                             "revalidation, retries, failures) within 1e-6 relative, and every second stored in a "
                             "grade row is either charged to a record or reported as orphaned.")
 def cost_conservation(warehouse: Warehouse) -> dg.AssetCheckResult:
-    from pipelines.cost import conservation_problems  # see accounting()
+    from pipelines.reporting.cost import conservation_problems  # see accounting()
 
     with warehouse.connect() as con:
         sums = query_dicts(con, load_sql("accounting.cost_record_sums"))[0]
@@ -116,7 +109,7 @@ def cost_conservation(warehouse: Warehouse) -> dg.AssetCheckResult:
                             "the share of ledger records with a full cost row (every grade their terminal state "
                             "needs, with its seconds). Warns when any record lacks a full cost row.")
 def cost_coverage(warehouse: Warehouse) -> dg.AssetCheckResult:
-    from pipelines.cost import cost_summary  # see accounting()
+    from pipelines.reporting.cost import cost_summary  # see accounting()
 
     with warehouse.connect() as con:
         s = cost_summary(con)

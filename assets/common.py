@@ -7,8 +7,8 @@ from typing import Any
 import dagster as dg
 import duckdb
 
-from pipelines.resources import Warehouse
-from pipelines.warehouse import load_sql, markdown_table, query_dicts, scalar
+from pipelines.defs.resources import Warehouse
+from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, scalar
 
 OWNER = "team:kerneltraj"
 PREVIEW_ROWS = 8
@@ -46,7 +46,7 @@ def picture(context: Any, name: str, png: bytes, alt: str) -> dg.MetadataValue:
     written, the picture travels inside the Markdown as a data URI instead (shown behind [Show Markdown])."""
     from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
 
-    from pipelines.plots import png_markdown
+    from pipelines.reporting.plots import png_markdown
 
     manager = context.instance.compute_log_manager
     key = [PICTURES, context.asset_key.to_python_identifier(), f"{context.run.run_id}-{name}"]
@@ -81,14 +81,14 @@ def check_result(failures: list[dict[str, Any]], what: str, warn_only: bool = Fa
 
 
 def quality_gate(asset: Any, config: str) -> Any:
-    """A blocking Great Expectations gate (pipelines.quality) on the published form of one table."""
+    """A blocking Great Expectations gate (pipelines.defs.quality) on the published form of one table."""
 
     @dg.asset_check(asset=asset, name="quality_gate", blocking=True,
                     description=f"The Great Expectations suite of the published `{config}` table passes "
                                 "(non-null lineage keys, unique row keys, closed status set, reward rules).")
     def _gate(warehouse: Warehouse) -> dg.AssetCheckResult:
         # Imported here: great_expectations takes seconds to import and only checks need it.
-        from pipelines.quality import validate_table
+        from pipelines.defs.quality import validate_table
 
         with warehouse.connect() as con:
             frame = con.execute(load_sql(f"release.{config}")).df()

@@ -5,7 +5,7 @@ under each declared sharing setting (isolated, compute hog, memory-bandwidth hog
 time-slicing the device, a foreground latency service), with real co-tenant processes, and stores
 the NVML reading and its contradiction flags beside every setting. `revalidation_report` turns
 the recheck and the replay into agreement, distortion, latency, throughput and cost figures.
-Logic lives in pipelines.contention / pipelines.contention_report; this module only wires it.
+Logic lives in pipelines.grading.replay / pipelines.reporting.revalidation_report; this module only wires it.
 """
 
 import datetime as dt
@@ -16,18 +16,19 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from assets.common import GROUP_GRADING, OWNER, check_result, picture, table_metadata
-from assets.grading import grade_row
-from pipelines.agreement import grade_label
-from pipelines.contention import (PRICE_TABLE, ReplayPlan, Verdict, process_graders, read_nvml, replay_attempt_id,
-                                  run_setting, sample_pairs)
-from pipelines.contention_report import build_report, report_markdown, report_png
-from pipelines.resources import GradingBackend, Warehouse
-from pipelines.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
+from pipelines.grading.agreement import grade_label
+from pipelines.grading.replay import (PRICE_TABLE, ReplayPlan, Verdict, process_graders, read_nvml, replay_attempt_id,
+                                      run_setting, sample_pairs)
+from pipelines.reporting.revalidation_report import build_report, report_markdown, report_png
+from pipelines.grading.backend import GradingBackend
+from pipelines.grading.passes import grade_row
+from pipelines.defs.resources import Warehouse
+from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
 
 REPLAY_COLUMNS = ("attempt_id", "task_id", "task_revision", "grader_version", "fingerprint_id", "device", "sharing",
                   "status", "reason_code", "reason", "reward", "speedup_geomean", "sizes", "total_s", "timing_s",
                   "tries", "retry_s", "seed", "graded_at")
-"""Columns of a grade row (assets.grading.grade_row, hidden size keys redacted) kept in contention_replay."""
+"""Columns of a grade row (pipelines.grading.passes.grade_row, hidden size keys redacted) kept in contention_replay."""
 
 
 class ContentionConfig(dg.Config):

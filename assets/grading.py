@@ -1,145 +1,23 @@
-"""Stage 2, graded attempts: every admitted attempt graded once per grader version and task revision.
+"""Stage 2, graded attempts: every admitted attempt graded once per grader version and task revision
+(pipelines.grading.passes runs the pass).
 
 Grading resumes: attempts that already hold a grade for the same source, task revision, grader
 version and pass are skipped, and results are committed in small batches so a killed run keeps
 everything graded before it died.
 """
 
-import dataclasses
-import datetime as dt
-import hashlib
-import json
-import re
-import time
-from collections import Counter
 from typing import Any
 
 import dagster as dg
 from dagster import AssetExecutionContext
 
-from pipelines.plots import reward_vs_speed_figures, reward_vs_speed_png
-from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, counts_md, picture, table_metadata
-from grader.contract import GRADER_VERSION, REWARD_FLOOR, SizeResult, Status, reward
-from pipelines.resources import GradeOutcome, GradingBackend, Warehouse
-from pipelines.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
-
-PASS_PRIMARY = "primary"
-PASS_REVALIDATION = "revalidation"
-COMMIT_EVERY = 8
-"""Results per transaction: small enough that a crash loses little, large enough to keep commits cheap."""
-COMMIT_EVERY_S = 15.0
-"""Also commit when this many seconds passed since the last commit (slow attempts)."""
-PROGRESS_EVERY_S = 2.0
-_PROGRESS = re.compile(r"^grading progress \[(?P<grading_pass>\w+)\]: (?P<done>\d+)/(?P<total>\d+) attempts")
-
-
-def pass_seed(attempt_id: str, grading_pass: str) -> int:
-    """The request seed of one pass over one attempt (`GradeRequest.seed`): a label, reproducible and
-    different for each pass. It never decides an input: the grader draws its own root seed per grade
-    and derives each call's from it (`grader.inputs.derive_seed`)."""
-    digest = hashlib.sha256(f"kerneltraj/{grading_pass}/{attempt_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF_FFFF
-
-
-def progress_message(grading_pass: str, done: int, total: int) -> str:
-    return f"grading progress [{grading_pass}]: {done}/{total} attempts"
-
-
-def parse_progress(message: str) -> tuple[str, int, int] | None:
-    """(pass, done, total) from a progress log line; the CLI turns these into a progress bar."""
-    m = _PROGRESS.match(message or "")
-    return (m["grading_pass"], int(m["done"]), int(m["total"])) if m else None
-
-
-def public_sizes(sizes: list[SizeResult]) -> list[dict[str, Any]]:
-    """Per-size results with hidden size keys replaced by `hidden#<n>`: hidden shapes stay sealed."""
-    out, n_hidden = [], 0
-    for s in sizes:
-        d = dataclasses.asdict(s)
-        if s.hidden:
-            n_hidden += 1
-            d["size_key"] = f"hidden#{n_hidden}"
-        out.append(d)
-    return out
-
-
-def grade_row(o: GradeOutcome, grading_pass: str, source_sha256: str, run_id: str, now: dt.datetime) -> dict:
-    r = o.result
-    ph = {k: float(v) for k, v in r.phase_seconds.items()}
-    return {
-        "attempt_id": r.attempt_id, "grading_pass": grading_pass, "task_id": r.task_id,
-        "task_revision": r.task_revision, "grader_version": r.grader_version, "source_sha256": source_sha256,
-        "fingerprint_id": r.fingerprint_id, "status": r.status.value, "reason_code": r.reason_code.value,
-        "reason": r.reason, "reward": r.reward, "speedup_geomean": r.speedup_geomean,
-        "measured_speedup_geomean": r.measured_speedup_geomean,
-        "sizes": json.dumps(public_sizes(r.sizes)), "tolerances": json.dumps(r.tolerances),
-        "phase_seconds": json.dumps(ph), **{f"{k}_s": ph.get(k) for k in
-                                          ("startup", "compile", "correctness", "timing", "expert", "total")},
-        "retry_s": o.retry_s, "tries": o.tries, "seed": r.seed, "profile": r.profile, "device": r.device,
-        "sharing": r.sharing, "sandbox": json.dumps(r.sandbox, default=str),
-        "kernels_launched": json.dumps(r.kernels_launched), "run_id": run_id, "graded_at": now,
-    }
-
-
-def commit_grades(warehouse: Warehouse, rows: list[dict], fingerprints: dict[str, dict], run_id: str) -> None:
-    with warehouse.connect() as con, transaction(con):
-        for row in rows:
-            con.execute(load_sql("grading.delete_grade"), [row["attempt_id"], row["grading_pass"],
-                                                           row["grader_version"], row["task_revision"]])
-        insert_rows(con, "graded_attempts", rows)
-        for fid, fp in fingerprints.items():
-            con.execute(load_sql("grading.insert_fingerprint"), [fid, json.dumps(fp, sort_keys=True, default=str),
-                                                                 run_id, fid])
-
-
-def grade_pending(context: AssetExecutionContext, backend: GradingBackend, warehouse: Warehouse,
-                  grading_pass: str) -> dict[str, Any]:
-    """Grade every attempt that lacks a current grade for `grading_pass`; returns a summary."""
-    run_id = context.run.run_id
-    with warehouse.connect() as con:
-        with transaction(con):
-            run_script(con, "grading.set_version", {"grader_version": GRADER_VERSION})
-        pending = query_dicts(con, load_sql(f"grading.pending_{grading_pass}"),
-                              {"grader_version": GRADER_VERSION})
-        already = query_dicts(con, load_sql("grading.current_count"), {"grading_pass": grading_pass})[0]["n"]
-    # The warehouse is closed while grading: the grader's workers never inherit its file handle.
-    by_id = {p["attempt_id"]: p for p in pending}
-    requests = [backend.request(p["attempt_id"], p["task_id"], p["source"], p["language"], p["entry_point"] or "run",
-                                pass_seed(p["attempt_id"], grading_pass)) for p in pending]
-    total = len(requests)
-    context.log.info(f"{grading_pass}: {total} attempts to grade, {already} already graded under "
-                     f"grader {GRADER_VERSION} (resumed, not re-graded)")
-    context.log.info(progress_message(grading_pass, 0, total))
-    rows: list[dict] = []
-    fps: dict[str, dict] = {}
-    statuses: Counter[str] = Counter()
-    done, last_commit, last_log, started = 0, time.monotonic(), 0.0, time.monotonic()
-    try:
-        for outcome in (backend.grade(requests) if requests else ()):
-            r = outcome.result
-            want = by_id[r.attempt_id]
-            if r.task_revision != want["task_revision"] or r.grader_version != GRADER_VERSION:
-                raise RuntimeError(
-                    f"{r.attempt_id}: graded as task revision {r.task_revision} by grader {r.grader_version}, but "
-                    f"the warehouse expects {want['task_revision']} / {GRADER_VERSION}; re-run raw_attempts after "
-                    f"a catalogue or grader change")
-            now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-            rows.append(grade_row(outcome, grading_pass, want["source_sha256"], run_id, now))
-            fps.setdefault(r.fingerprint_id, r.fingerprint)
-            statuses[r.status.value] += 1
-            done += 1
-            if len(rows) >= COMMIT_EVERY or time.monotonic() - last_commit > COMMIT_EVERY_S:
-                commit_grades(warehouse, rows, fps, run_id)
-                rows, fps, last_commit = [], {}, time.monotonic()
-            if done == total or time.monotonic() - last_log > PROGRESS_EVERY_S:
-                context.log.info(progress_message(grading_pass, done, total))
-                last_log = time.monotonic()
-    finally:
-        # Grades already received are kept even when the pass fails later (lost results, a bad revision).
-        if rows:
-            commit_grades(warehouse, rows, fps, run_id)
-    elapsed = time.monotonic() - started
-    return {"graded_now": done, "resumed": int(already), "by_status_now": dict(statuses), "elapsed_s": elapsed}
+from assets.common import GROUP_GRADING, OWNER, check_result, counts_md, picture, quality_gate, table_metadata
+from grader.contract import GRADER_VERSION, REWARD_FLOOR, Status
+from pipelines.core.warehouse import load_sql, query_dicts
+from pipelines.defs.resources import Warehouse
+from pipelines.grading.backend import GradingBackend
+from pipelines.grading.passes import PASS_PRIMARY, grade_pending, reward_problems
+from pipelines.reporting.plots import reward_vs_speed_figures, reward_vs_speed_png
 
 
 @dg.asset(
@@ -155,7 +33,7 @@ def grade_pending(context: AssetExecutionContext, backend: GradingBackend, wareh
 )
 def graded_attempts(context: AssetExecutionContext, grader: GradingBackend,
                     warehouse: Warehouse) -> dg.MaterializeResult:
-    summary = grade_pending(context, grader, warehouse, PASS_PRIMARY)
+    summary = grade_pending(grader, warehouse, PASS_PRIMARY, context.run.run_id, context.log.info)
     with warehouse.connect() as con:
         by_status = {r["status"]: r["n"] for r in query_dicts(con, load_sql("grading.status_counts"),
                                                               {"grading_pass": PASS_PRIMARY})}
@@ -192,19 +70,8 @@ def grade_checks(asset: Any, grading_pass: str, prefix: str) -> list:
     def reward_matches_status(warehouse: Warehouse) -> dg.AssetCheckResult:
         with warehouse.connect() as con:
             grades = query_dicts(con, load_sql("grading.rewards"), {"grading_pass": grading_pass})
-        bad = []
-        for g in grades:
-            speedups = [s["speedup"] for s in json.loads(g["sizes"] or "[]") if s.get("speedup") is not None]
-            try:
-                expected = reward(Status(g["status"]), speedups)
-            except ValueError as e:
-                bad.append({"attempt_id": g["attempt_id"], "status": g["status"], "reward": g["reward"],
-                            "problem": str(e)})
-                continue
-            if abs(expected - g["reward"]) > 1e-9:
-                bad.append({"attempt_id": g["attempt_id"], "status": g["status"], "reward": g["reward"],
-                            "problem": f"expected {expected:.6g}"})
-        return check_result(bad, "grades whose reward disagrees with their status", grades_checked=len(grades))
+        return check_result(reward_problems(grades), "grades whose reward disagrees with their status",
+                            grades_checked=len(grades))
 
     @dg.asset_check(asset=asset, name=f"{prefix}lineage_keys_present", blocking=True,
                     description="Every grade carries attempt_id, task_revision, grader_version and a fingerprint_id "

@@ -1,7 +1,7 @@
 """Stage 6b, the learning comparison: did training on our data help on families the model never saw?
 
 Attempts of a baseline and a treatment checkpoint (same declared budget per task) are graded by
-the same sealed grader as the release and scored by pipelines.learning on the held-out families of
+the same sealed grader as the release and scored by pipelines.curation.checkpoint_comparison on the held-out families of
 the frozen split manifest: fast_p and mean reward with task-level bootstrap intervals and a verdict.
 """
 
@@ -14,15 +14,17 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_CURATION, OWNER
 from grader.catalogue import load_catalogue
-from pipelines.learning import compare_checkpoints
-from pipelines.rawattempt import RawAttempt, parse_lines
-from pipelines.resources import GradingBackend, ReleaseTarget, Settings, Warehouse, resolve_path
-from pipelines.splits import DEFAULT_POLICY, load_frozen
-from pipelines.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
+from pipelines.curation.checkpoint_comparison import compare_checkpoints
+from pipelines.core.rawattempt import RawAttempt, parse_lines
+from pipelines.core.settings import Settings
+from pipelines.grading.backend import GradingBackend
+from pipelines.defs.resources import ReleaseTarget, Warehouse
+from pipelines.curation.split_policy import DEFAULT_POLICY, load_frozen
+from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
 def checkpoint_files() -> list[Path]:
     """The checkpoint attempt files the settings name (KERNELTRAJ_CHECKPOINTS, read in one place)."""
-    return [resolve_path(p) for p in Settings.from_env().checkpoints]
+    return [Path(p) for p in Settings.from_env().checkpoints]
 
 
 @dg.asset(
@@ -57,7 +59,7 @@ def learning_comparison(context: AssetExecutionContext, grader: GradingBackend, 
                      "family": cards[a.task_id].family, "status": r.status.value, "reward": r.reward,
                      "speedup": r.speedup_geomean, "budget_tokens": a.generation_budget_tokens,
                      "run_id": context.run.run_id})
-    manifest = load_frozen(resolve_path(release_target.splits_dir), DEFAULT_POLICY.version)
+    manifest = load_frozen(Path(release_target.splits_dir), DEFAULT_POLICY.version)
     result = compare_checkpoints(pl.DataFrame(rows), manifest)
     with warehouse.connect() as con:
         run_script(con, "learning.create")

@@ -8,22 +8,17 @@ the content it describes) and in the materialisation's metadata.
 
 import dataclasses
 import datetime as dt
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 import dagster as dg
 from dagster import AssetExecutionContext
 
 from assets.common import GROUP_RELEASE, OWNER, check_result
-from pipelines.hub import HUB_MANAGED_FILES, HubPublisher
-from pipelines.resources import ReleaseTarget, Warehouse, resolve_path
-from pipelines.warehouse import load_sql, query_dicts
-
-UNCONFIGURED = ("no Hub repo configured: set KERNELTRAJ_HUB_REPO=<namespace>/<name> (and KERNELTRAJ_HUB_ENDPOINT "
-                "for a Hub other than https://huggingface.co, HF_TOKEN to a token with write access), or pass "
-                "--repo/--endpoint to `kerneltraj publish`")
+from pipelines.publishing.hub import HUB_MANAGED_FILES, UNCONFIGURED, HubPublisher
+from pipelines.publishing.publish_record import read_publish_record, write_publish_record
+from pipelines.defs.resources import PublishGate, ReleaseTarget, Warehouse
+from pipelines.core.warehouse import load_sql, query_dicts
 
 
 class PublishConfig(dg.Config):
@@ -37,26 +32,12 @@ class PublishRefused(RuntimeError):
     """The release is not fit to publish (a blocking check failed or never ran); nothing was sent."""
 
 
-def publish_record_path(releases_dir: Path, version: str) -> Path:
-    return releases_dir / f"{version}.published.json"
-
-
-def read_publish_record(releases_dir: Path, version: str) -> dict[str, Any] | None:
-    path = publish_record_path(releases_dir, version)
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def blocking_check_keys() -> list[dg.AssetCheckKey]:
-    """Every blocking check of the release and of the stages it is built from."""
-    from assets import CHECKS  # imported here: assets/__init__ imports this module
-
-    return sorted((spec.key for c in CHECKS for spec in c.check_specs if spec.blocking),
-                  key=lambda k: k.to_user_string())
-
-
-def check_gate(instance: dg.DagsterInstance) -> tuple[dict[str, bool], list[str]]:
+def check_gate(instance: dg.DagsterInstance, gate: PublishGate) -> tuple[dict[str, bool], list[str]]:
     """Latest outcome of each blocking check (True = passed) and the checks that bar a publish."""
-    keys = blocking_check_keys()
+    keys = [dg.AssetCheckKey(dg.AssetKey.from_user_string(asset), check)
+            for asset, _, check in (name.rpartition(":") for name in gate.blocking_checks)]
+    if not keys:  # wired without the release's checks: nothing would gate it
+        return {}, ["no blocking check to consult (publish through `publish_job` of the project's definitions)"]
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(keys)
     outcome: dict[str, bool] = {}
     barred: list[str] = []
@@ -91,14 +72,15 @@ def _release_to_publish(warehouse: Warehouse, releases_dir: Path, version: str) 
                 "never after a failed blocking check.",
 )
 def published_release(context: AssetExecutionContext, config: PublishConfig, hub: HubPublisher,
-                      warehouse: Warehouse, release_target: ReleaseTarget) -> dg.MaterializeResult:
+                      publish_gate: PublishGate, warehouse: Warehouse,
+                      release_target: ReleaseTarget) -> dg.MaterializeResult:
     if not hub.repo_id:
         raise PublishRefused(UNCONFIGURED)
-    releases_dir = resolve_path(release_target.releases_dir)
+    releases_dir = Path(release_target.releases_dir)
     version, folder = _release_to_publish(warehouse, releases_dir, config.version)
     # A run holding `release` would already have skipped this step after a failed blocking check; a
     # publish_job run holds only this asset, so it asks the instance for the checks' latest outcomes.
-    checks, barred = check_gate(context.instance)
+    checks, barred = check_gate(context.instance, publish_gate)
     if barred:
         raise PublishRefused(f"release {version} not published: blocking checks did not pass: {', '.join(barred)}; "
                              "fix them and run `kerneltraj release` again")
@@ -106,10 +88,7 @@ def published_release(context: AssetExecutionContext, config: PublishConfig, hub
     record = {**dataclasses.asdict(result), "files": list(result.files), "endpoint": hub.endpoint,
               "version": version, "path": str(folder), "run_id": context.run.run_id,
               "published_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "checks": checks}
-    out = publish_record_path(folder.parent, version)  # beside the folder published, where status looks
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    tmp.replace(out)  # a reader sees the previous record or this one, whole
+    out = write_publish_record(folder.parent, version, record)  # beside the folder published, where status looks
     context.log.info(f"release {version} published to {hub.repo_id}@{result.tag} ({result.commit_sha[:12]}, "
                      f"{'new commit' if result.created_commit else 'no new commit'})")
     return dg.MaterializeResult(metadata={
@@ -132,7 +111,7 @@ def hub_tag_matches_release(hub: HubPublisher, warehouse: Warehouse,
 
     with warehouse.connect(read_only=True) as con:
         latest = query_dicts(con, load_sql("release.latest"))
-    folders = [Path(r["path"]) for r in latest] + sorted(resolve_path(release_target.releases_dir).glob("v*"))
+    folders = [Path(r["path"]) for r in latest] + sorted(Path(release_target.releases_dir).glob("v*"))
     records = [r for r in (read_publish_record(f.parent, f.name) for f in folders if f.is_dir()) if r]
     if not records:
         return check_result([{"problem": "no publish record beside any release"}], "missing publish records")
@@ -145,7 +124,8 @@ def hub_tag_matches_release(hub: HubPublisher, warehouse: Warehouse,
     else:
         remote = set(api.list_repo_files(rec["repo_id"], repo_type="dataset", revision=rec["tag"]))
         problems += [{"problem": f"missing on the Hub: {f}"} for f in sorted(set(rec["files"]) - remote)]
-        problems += [{"problem": f"not in the release: {f}"} for f in sorted(remote - set(rec["files"]) - HUB_MANAGED_FILES)]
+        extra = remote - set(rec["files"]) - HUB_MANAGED_FILES
+        problems += [{"problem": f"not in the release: {f}"} for f in sorted(extra)]
     return check_result(problems, "differences between the Hub and the publish record",
                         repo_id=rec["repo_id"], tag=rec["tag"])
 

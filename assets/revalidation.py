@@ -14,29 +14,13 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from assets.common import quality_gate, GROUP_GRADING, OWNER, check_result, counts_md, table_metadata
-from assets.grading import PASS_REVALIDATION, grade_checks, grade_pending
-from grader.contract import Status
-from grader.labels import TIE_BAND_LOG2, point_label
-from pipelines.agreement import Agreement, GradeLabel, compare, grade_label, summarise, table_label, unit_verdicts
-from pipelines.resources import GradingBackend, Warehouse
-from pipelines.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
-
-INTERVAL_TOLERANCE = 1e-9
-"""Largest difference allowed between the SQL and the Python interval ends (float summation order)."""
-
-
-def speed_label(status: str, reward: float | None) -> str | None:
-    """Point label faster / slower / tie of a correct grade (no interval), None otherwise."""
-    if status != Status.CORRECT.value or reward is None:
-        return None
-    return point_label(reward)
-
-
-def record_labels(r: dict) -> tuple[GradeLabel, GradeLabel]:
-    """Both grades of one revalidated record labelled in Python (pipelines.agreement)."""
-    return (grade_label(r["primary_status"], r["primary_reward"], r["primary_sizes"]),
-            grade_label(r["revalidation_status"], r["revalidation_reward"], r["revalidation_sizes"]))
-
+from assets.grading import grade_checks
+from grader.labels import TIE_BAND_LOG2
+from pipelines.grading.agreement import record_labels, record_problems, summarise, unit_verdicts
+from pipelines.grading.backend import GradingBackend
+from pipelines.grading.passes import PASS_REVALIDATION, grade_pending
+from pipelines.defs.resources import Warehouse
+from pipelines.core.warehouse import load_sql, markdown_table, query_dicts, run_script, transaction
 
 @dg.asset(
     deps=["graded_attempts"],
@@ -54,7 +38,7 @@ def record_labels(r: dict) -> tuple[GradeLabel, GradeLabel]:
 def revalidated_records(context: AssetExecutionContext, regrader: GradingBackend,
                         warehouse: Warehouse) -> dg.MaterializeResult:
     started = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    summary = grade_pending(context, regrader, warehouse, PASS_REVALIDATION)
+    summary = grade_pending(regrader, warehouse, PASS_REVALIDATION, context.run.run_id, context.log.info)
     with warehouse.connect() as con:
         with transaction(con):
             run_script(con, "revalidation.rebuild", {"tie_band": TIE_BAND_LOG2, "run_id": context.run.run_id})
@@ -87,26 +71,9 @@ def revalidated_records(context: AssetExecutionContext, regrader: GradingBackend
     return dg.MaterializeResult(metadata=md)
 
 
-def record_problems(r: dict) -> list[str]:
-    """Fields of one stored record that disagree with the Python recomputation from its two grades."""
-    first, second = record_labels(r)
-    v = compare(first, second)
-    want = {"primary_label": table_label(first), "revalidation_label": table_label(second),
-            "agreement": v.agreement.value, "agree": v.agreement is Agreement.AGREE, "revalidated": v.revalidated,
-            "ambiguous_near_tie": v.agreement is Agreement.AMBIGUOUS, "false_speedup_label": v.false_fast,
-            "fast_unconfirmed": v.fast_unconfirmed}
-    bad = [k for k, w in want.items() if r[k] != w]
-    for key, got in (("primary_log2_lo", first.log2_lo), ("primary_log2_hi", first.log2_hi),
-                     ("revalidation_log2_lo", second.log2_lo), ("revalidation_log2_hi", second.log2_hi)):
-        stored = r[key]
-        if (stored is None) != (got is None) or (got is not None and abs(stored - got) > INTERVAL_TOLERANCE):
-            bad.append(key)
-    return bad
-
-
 @dg.asset_check(asset=revalidated_records, blocking=True,
                 description="Labels, intervals, agreement and the revalidated flag recomputed in Python "
-                            "(pipelines.agreement) from the two grades' per-size timings match the SQL-built "
+                            "(pipelines.grading.agreement) from the two grades' per-size timings match the SQL-built "
                             "table; only agreeing records are revalidated.")
 def labels_and_agreement_consistent(warehouse: Warehouse) -> dg.AssetCheckResult:
     with warehouse.connect() as con:

@@ -1,20 +1,21 @@
 """Stage 6, held-out-family splits: the frozen manifest under <repo>/splits/ and the leakage report.
 
-The split logic lives in pipelines.splits (policy, assignment, freezing) and pipelines.leakage
+The split logic lives in pipelines.curation.split_policy (policy, assignment, freezing) and pipelines.curation.leakage
 (the checks); this asset only runs them against the catalogue and the attempts, and stores the
 result so the release and the ledger can use it.
 """
 
+from pathlib import Path
 import dagster as dg
 from dagster import AssetExecutionContext
 
 from assets.common import quality_gate, GROUP_CURATION, OWNER, check_result, table_metadata
 from grader.catalogue import load_catalogue
-from pipelines.families import catalogue_tasks
-from pipelines.leakage import CodeItem, leakage_report
-from pipelines.resources import AttemptSources, ReleaseTarget, Warehouse, resolve_path
-from pipelines.splits import DEFAULT_POLICY, build_manifest, freeze, load_frozen
-from pipelines.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
+from pipelines.curation.families import catalogue_tasks
+from pipelines.curation.leakage import CodeItem, leakage_report
+from pipelines.defs.resources import AttemptSources, ReleaseTarget, Warehouse
+from pipelines.curation.split_policy import DEFAULT_POLICY, build_manifest, freeze, load_frozen
+from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
 
 
 @dg.asset(
@@ -30,9 +31,9 @@ from pipelines.warehouse import insert_rows, load_sql, markdown_table, query_dic
 )
 def family_splits(context: AssetExecutionContext, warehouse: Warehouse, release_target: ReleaseTarget,
                   attempt_sources: AttemptSources) -> dg.MaterializeResult:
-    cards = load_catalogue(extra=[resolve_path(p) for p in attempt_sources.task_files]).values()
+    cards = load_catalogue(extra=[Path(p) for p in attempt_sources.task_files]).values()
     tasks = catalogue_tasks(cards)
-    directory = resolve_path(release_target.splits_dir)
+    directory = Path(release_target.splits_dir)
     # freeze() refuses a build that would move an already-frozen task: that failure stops the release.
     path = freeze(build_manifest(DEFAULT_POLICY, tasks), directory)
     manifest = load_frozen(directory, DEFAULT_POLICY.version)

@@ -4,8 +4,8 @@ import dagster as dg
 from dagster import AssetExecutionContext
 
 from assets.common import quality_gate, GROUP_CURATION, OWNER, check_result, table_metadata
-from pipelines.resources import Warehouse
-from pipelines.warehouse import load_sql, query_dicts, run_script, transaction
+from pipelines.defs.resources import Warehouse
+from pipelines.core.warehouse import load_sql, query_dicts, run_script, transaction
 
 
 @dg.asset(

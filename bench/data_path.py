@@ -6,10 +6,11 @@
 
 No grading happens: each attempt comes with a synthetic grade (primary and recheck) shaped like the rows
 the grading stage writes. Everything else is the pipeline's own code and SQL: the ingest is
-`assets.ingest.load_attempt_files` (what the raw_attempts asset runs: DuckDB admits the lines it can prove
-admissible, `parse_line` judges the rest), the warehouse is created by sql/schema.sql, views.sql and
+`pipelines.core.attempt_files.load_attempt_files` (what the raw_attempts asset runs: DuckDB admits the lines it can
+prove admissible, `parse_line` judges the rest), the warehouse is created by sql/schema.sql, views.sql and
 ledger.sql, the stages run `revalidation.rebuild`, `accounting.rebuild`, `trajectories.rebuild`,
-`pipelines.splits.build_manifest`, and the release is `assets.release.export_configs`. Grades enter in bulk
+`pipelines.curation.split_policy.build_manifest`, and the release is
+`pipelines.publishing.release_files.export_configs`. Grades enter in bulk
 from parquet (the grading asset commits them as they arrive); that statement is bench-only and inline below,
 marked `BENCH-ONLY SQL`, as is the row-for-row comparison against the reference ingest.
 
@@ -20,7 +21,6 @@ the released parquet and writing it again, nothing else (same files, same compre
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import math
@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipelines.rawattempt import RawAttempt, RejectRow, parse_lines, parse_record  # noqa: E402
+from pipelines.core.rawattempt import RawAttempt, parse_lines  # noqa: E402
 
 GEN_VERSION = 1
 """Bump when the generator changes: cached inputs under --workdir are rebuilt."""
@@ -157,11 +157,13 @@ def make_variant(rng: random.Random) -> str:
         if pick < 0.4:
             src += "\n# " + "\n# ".join(rng.choice(SENTENCES) for _ in range(rng.randint(2, 6))) + "\n"
         elif pick < 0.7:
-            cfgs = ", ".join(f"triton.Config({{'BLOCK': {rng.choice([64, 128, 256, 512])}}}, num_warps={rng.choice([2, 4, 8])},"
-                             f" num_stages={rng.randint(1, 4)})" for _ in range(rng.randint(2, 8)))
+            cfgs = ", ".join(f"triton.Config({{'BLOCK': {rng.choice([64, 128, 256, 512])}}}, "
+                             f"num_warps={rng.choice([2, 4, 8])}, num_stages={rng.randint(1, 4)})"
+                             for _ in range(rng.randint(2, 8)))
             src += f"\nCONFIGS_{rng.randrange(999)} = [{cfgs}]\n"
         else:
-            sizes = ", ".join(f"({rng.randint(1, 64) * 64}, {rng.randint(1, 64) * 32})" for _ in range(rng.randint(2, 6)))
+            sizes = ", ".join(f"({rng.randint(1, 64) * 64}, {rng.randint(1, 64) * 32})"
+                              for _ in range(rng.randint(2, 6)))
             src += (f"\n\ndef _bench_{rng.randrange(999)}(fn):\n    import time\n    for shape in [{sizes}]:\n"
                     f"        x = torch.randn(shape, device='cuda')\n        t0 = time.perf_counter()\n"
                     f"        for _ in range({rng.randint(5, 50)}):\n            fn(x)\n"
@@ -290,8 +292,8 @@ GRADE_COLUMNS = ("attempt_id grading_pass task_id task_revision grader_version s
 
 
 # ---- stage 1: ingest ----------------------------------------------------------------------------------
-# `ingest` is the product's own: assets.ingest.load_attempt_files, the function the raw_attempts asset calls
-# (DuckDB admits the lines it can prove admissible, parse_line judges the rest, duplicates settled in SQL).
+# `ingest` is the product's own: pipelines.core.attempt_files.load_attempt_files, the function the raw_attempts asset
+# calls (DuckDB admits the lines it can prove admissible, parse_line judges the rest, duplicates settled in SQL).
 # `ingest_rowwise` (with --compare-rowwise) is the reference it replaced, made as fast as Python allows:
 # parse_lines on every line in parse workers (one per core), rows as parquet parts, one bulk insert. The
 # check stage compares the two warehouses row for row.
@@ -346,7 +348,7 @@ def _arrow(cols: dict[str, list]):
 
 
 def _extra_text(extra: dict) -> str:
-    return json.dumps(extra, sort_keys=True, default=str)  # as attempt_row() in assets/ingest.py
+    return json.dumps(extra, sort_keys=True, default=str)  # as attempt_row() in pipelines/core/attempt_files.py
 
 
 def parse_file_group(args: tuple) -> dict:
@@ -407,9 +409,9 @@ def _blocks(path: str, block: int, digest):
 def stage_ingest_rowwise(ctx: dict) -> dict:
     import datetime as dt
 
-    from assets.ingest import display_path
+    from pipelines.core.attempt_files import display_path
     from grader.catalogue import load_catalogue
-    from pipelines.warehouse import insert_rows, run_script, transaction
+    from pipelines.core.warehouse import insert_rows, run_script, transaction
 
     catalogue = load_catalogue()
     db = "warehouse_rowwise.duckdb"
@@ -440,7 +442,7 @@ def stage_ingest_rowwise(ctx: dict) -> dict:
         dups = con.execute("SELECT origin, attempt_id, file_no, byte_offset FROM read_parquet($parts) QUALIFY"
                            " row_number() OVER (PARTITION BY attempt_id ORDER BY file_no, line_no) > 1",
                            {"parts": parts or [""]}).fetchall() if parts else []
-        # BENCH-ONLY SQL: the bulk form of insert_rows(con, "raw_attempts", rows) in assets/ingest.py.
+        # BENCH-ONLY SQL: the bulk form of insert_rows(con, "raw_attempts", rows) in pipelines/core/attempt_files.py.
         if parts:
             con.execute(f"INSERT INTO raw_attempts SELECT {', '.join('a.' + c for c in RAW_COLUMNS[:17])}, f.sha256,"
                         " a.extra, $run_id, $now FROM read_parquet($parts) a JOIN bench_files f USING (file_no)"
@@ -470,7 +472,8 @@ def stage_ingest_rowwise(ctx: dict) -> dict:
                                     "lineage": c.lineage, "run_id": RUN_ID,
                                     "public_card": json.dumps(c.public_card(), sort_keys=True, default=list)}
                                    for c in catalogue.values()])
-        n_raw, n_q = con.execute("SELECT (SELECT count(*) FROM raw_attempts), (SELECT count(*) FROM quarantine)").fetchone()
+        n_raw, n_q = con.execute("SELECT (SELECT count(*) FROM raw_attempts), "
+                                 "(SELECT count(*) FROM quarantine)").fetchone()
     shutil.rmtree(parts_dir, ignore_errors=True)
     return {"rows": n_raw, "quarantined": n_q, "parse_s": round(t_parse, 2),
             "peak_kb": max(parse_peak_kb, _maxrss_kb())}  # the insert runs after the workers have exited
@@ -480,9 +483,9 @@ def stage_ingest(ctx: dict) -> dict:
     """The raw_attempts asset's own loader over the synthetic files, in one transaction, plus the tasks."""
     import datetime as dt
 
-    from assets.ingest import load_attempt_files
+    from pipelines.core.attempt_files import load_attempt_files
     from grader.catalogue import load_catalogue
-    from pipelines.warehouse import bulk_write, insert_rows, run_script, transaction
+    from pipelines.core.warehouse import bulk_write, insert_rows, run_script, transaction
 
     catalogue = load_catalogue()
     files = sorted(Path(ctx["inputs"]).glob("attempts-*.jsonl"))
@@ -503,14 +506,15 @@ def stage_ingest(ctx: dict) -> dict:
 
 # ---- stages 2-6: grades, revalidation, ledger, trajectories, splits, release -------------------------------
 def stage_grades(ctx: dict) -> dict:
-    from pipelines.warehouse import run_script, transaction
+    from pipelines.core.warehouse import run_script, transaction
 
     parts = sorted(str(p) for p in Path(ctx["inputs"]).glob("grades-*.parquet"))
     with _connect(ctx) as con, transaction(con):
         con.execute("SET preserve_insertion_order = false")  # as for raw_attempts: no reader relies on row order
         run_script(con, "grading.set_version", {"grader_version": "0.3.0"})
         con.execute("DELETE FROM graded_attempts")
-        # BENCH-ONLY SQL: the bulk form of commit_grades() in assets/grading.py (rows the grader would stream).
+        # BENCH-ONLY SQL: the bulk form of commit_grades() in pipelines/grading/passes.py (rows the grader would
+        # stream).
         con.execute(f"INSERT INTO graded_attempts SELECT {', '.join(GRADE_COLUMNS)} FROM read_parquet($parts)",
                     {"parts": parts})
         con.execute("DELETE FROM fingerprints")
@@ -520,8 +524,8 @@ def stage_grades(ctx: dict) -> dict:
 
 
 def stage_revalidation(ctx: dict) -> dict:
-    from assets.revalidation import TIE_BAND_LOG2
-    from pipelines.warehouse import run_script, transaction
+    from grader.labels import TIE_BAND_LOG2
+    from pipelines.core.warehouse import run_script, transaction
 
     with _connect(ctx) as con:
         with transaction(con):
@@ -530,7 +534,7 @@ def stage_revalidation(ctx: dict) -> dict:
 
 
 def stage_ledger(ctx: dict) -> dict:
-    from pipelines.warehouse import load_sql, query_dicts, run_script, transaction
+    from pipelines.core.warehouse import load_sql, query_dicts, run_script, transaction
 
     with _connect(ctx) as con:
         with transaction(con):
@@ -544,7 +548,7 @@ def stage_ledger(ctx: dict) -> dict:
 
 
 def stage_trajectories(ctx: dict) -> dict:
-    from pipelines.warehouse import load_sql, query_dicts, run_script, transaction
+    from pipelines.core.warehouse import load_sql, query_dicts, run_script, transaction
 
     with _connect(ctx) as con:
         with transaction(con):
@@ -557,9 +561,9 @@ def stage_trajectories(ctx: dict) -> dict:
 
 def stage_splits(ctx: dict) -> dict:
     from grader.catalogue import load_catalogue
-    from pipelines.families import catalogue_tasks
-    from pipelines.splits import DEFAULT_POLICY, build_manifest
-    from pipelines.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
+    from pipelines.curation.families import catalogue_tasks
+    from pipelines.curation.split_policy import DEFAULT_POLICY, build_manifest
+    from pipelines.core.warehouse import insert_rows, load_sql, query_dicts, run_script, transaction
 
     manifest = build_manifest(DEFAULT_POLICY, catalogue_tasks(load_catalogue().values()))
     rows = [{"task_id": r.task_id, "family": r.family, "lineage": r.lineage, "workload_key": r.workload_key,
@@ -575,8 +579,9 @@ def stage_splits(ctx: dict) -> dict:
 
 
 def stage_release(ctx: dict) -> dict:
-    """The release asset's own export: assets.release.export_configs, one zstd parquet shard per config."""
-    from assets.release import export_configs
+    """The release asset's own export: pipelines.publishing.release_files.export_configs, one zstd parquet shard per
+    config."""
+    from pipelines.publishing.release_files import export_configs
 
     root = Path(ctx["work"]) / "release"
     shutil.rmtree(root, ignore_errors=True)
@@ -588,7 +593,7 @@ def stage_release(ctx: dict) -> dict:
 
 def stage_floor(ctx: dict) -> dict:
     """The physical floor: DuckDB reads every released shard and writes it again (same format), nothing else."""
-    from pipelines.warehouse import copy_parquet
+    from pipelines.core.warehouse import copy_parquet
 
     src, out = Path(ctx["work"]) / "release" / "data", Path(ctx["work"]) / "floor"
     shutil.rmtree(out, ignore_errors=True)
@@ -626,13 +631,13 @@ def _copy_sharded(con, query: str, out: Path, ctx: dict) -> int:
 
 
 def _connect(ctx: dict, db: str | None = "warehouse.duckdb"):
-    """A warehouse file under the work dir (schema ensured by pipelines.warehouse) or, with db=None, a scratch
+    """A warehouse file under the work dir (schema ensured by pipelines.core.warehouse) or, with db=None, a scratch
     in-memory DuckDB; either with the run's thread, memory and spill settings."""
     import contextlib
 
     import duckdb
 
-    from pipelines import warehouse as wh
+    from pipelines.core import warehouse as wh
 
     @contextlib.contextmanager
     def cm():
@@ -653,8 +658,8 @@ STAGES = {"ingest": stage_ingest, "grades": stage_grades, "revalidation": stage_
           "trajectories": stage_trajectories, "splits": stage_splits, "release": stage_release}
 REFERENCES = {"floor": stage_floor, "json_floor": stage_json_floor, "ingest_rowwise": stage_ingest_rowwise,
               "ingest_check": None}
-PREIMPORT = {"ingest": ["assets.ingest"], "ingest_rowwise": ["assets.ingest"], "revalidation": ["assets.revalidation"],
-             "release": ["assets.release"]}
+PREIMPORT = {"ingest": ["pipelines.core.attempt_files"], "ingest_rowwise": ["pipelines.core.attempt_files"],
+             "revalidation": ["assets.revalidation"], "release": ["assets.release"]}
 
 
 def stage_ingest_check(ctx: dict) -> dict:
@@ -684,8 +689,8 @@ def _stage_entry(name: str, ctx: dict, conn) -> None:
     """In a fresh spawned process: import, then time the stage alone; report seconds and RSS high-water."""
     import importlib
 
-    for mod in ["duckdb", "pyarrow.parquet", "pipelines.warehouse", "pipelines.rawattempt", "grader.catalogue",
-                *PREIMPORT.get(name, [])]:
+    for mod in ["duckdb", "pyarrow.parquet", "pipelines.core.warehouse", "pipelines.core.rawattempt",
+                "grader.catalogue", *PREIMPORT.get(name, [])]:
         importlib.import_module(mod)
     try:
         t0 = time.perf_counter()
@@ -792,8 +797,9 @@ def check(results: dict, gen: dict) -> list[str]:
     problems = []
     bad = sum(sum(f["bad"].values()) for f in gen["files"])
     if results["ingest"]["rows"] != gen["accepted"] or results["ingest"]["quarantined"] != bad:
-        problems.append(f"ingest admitted {results['ingest']['rows']} / quarantined {results['ingest']['quarantined']}, "
-                        f"the generator wrote {gen['accepted']} valid and {bad} malformed lines")
+        problems.append(f"ingest admitted {results['ingest']['rows']} / quarantined "
+                        f"{results['ingest']['quarantined']}, the generator wrote {gen['accepted']} valid and "
+                        f"{bad} malformed lines")
     if not results["ledger"]["conserved"]:
         problems.append("ledger: some input line has no terminal state, or more than one")
     if results["trajectories"]["membership_violations"] or results["splits"]["unassigned_tasks"]:
@@ -831,7 +837,8 @@ def report(results: dict, gen: dict, a, load0, problems: list[str]) -> None:
         print("*** ingest rowwise: the reference ingest (parse_lines on every line in parse workers, bulk insert); "
               "not in the total. Row-for-row check against the data path's ingest: "
               + ", ".join(f"{k} {v}" for k, v in results["ingest_check"].items() if k.endswith("_diff")))
-    print("ingest: assets.ingest.load_attempt_files (DuckDB fast path, parse_line for the rest, one streamed insert).")
+    print("ingest: pipelines.core.attempt_files.load_attempt_files (DuckDB fast path, parse_line for the rest, "
+          "one streamed insert).")
     print("peak RSS: the stage process's high-water mark; for an ingest, the larger of (parse phase: the stage "
           "process plus every parse worker, summed) and the insert phase that follows.")
     for p in problems:

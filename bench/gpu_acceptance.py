@@ -148,7 +148,8 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     for r in all_results:
         for k, v in r.phase_seconds.items():
             phases[k].append(v)
-    lines.append("  phase medians (s)\t" + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(phases.items())))
+    lines.append("  phase medians (s)\t"
+                 + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(phases.items())))
     timed = [r for r in all_results if any(s.reps for s in r.sizes)]
     if timed:  # the grades that ran the whole protocol: what a kept expert or reference costs shows here
         lines.append(f"  phase medians of {len(timed)} fully timed grades (s)\t" + ", ".join(
@@ -194,7 +195,8 @@ def corpus_lines(graded: dict[str, list[GradeResult]], meta: dict[str, dict]) ->
         ours = f"{r.speedup_geomean:.3f}" if r.speedup_geomean else "-"
         claimed = meta[aid].get("claimed_speedup")
         out.append(f"  {aid}\t{meta[aid].get('language')}\t{r.status.value}/{r.reason_code.value}\t{ours}\t"
-                   f"{claimed if claimed is not None else '-'}\t{'' if r.status.value == 'correct' else r.reason[:220]}")
+                   f"{claimed if claimed is not None else '-'}\t"
+                   f"{'' if r.status.value == 'correct' else r.reason[:220]}")
     return out
 
 
@@ -208,7 +210,8 @@ def watch_lines(watched: list) -> list[str]:
         if not group:
             continue
         roles = collections.Counter(role for s in group for role in  # each loop counted once per kind of role
-                                    {" ".join(o["role"].split()[2:]) or o["role"] for o in s.device_watch.get("others", [])})
+                                    {" ".join(o["role"].split()[2:]) or o["role"]
+                                     for o in s.device_watch.get("others", [])})
         mhz = [m for s in group for m in s.device_watch.get("sm_mhz", []) if isinstance(m, int)]
         reasons = collections.Counter(r for s in group for r in s.device_watch.get("reasons", []))
         lines_mhz = f"{statistics.median(mhz):.0f} ({min(mhz)})" if mhz else "-"
@@ -221,7 +224,8 @@ def environment(svc) -> dict:
     import torch
     import triton
 
-    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": svc.device_name, "python": platform.python_version(),
+    return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": svc.device_name,
+            "python": platform.python_version(),
             "torch": torch.__version__, "triton": triton.__version__, "fingerprint_id": svc.fingerprint_id,
             "fingerprint": svc.fingerprint}
 
@@ -234,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hard-stop-s", type=float, default=440.0,
                     help="past this, the table is written from the grades so far and the run ends")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--groups", default=None, help="comma-separated subset of cheat,escape,honest,own_inputs,cuda_own,cuda_l1,expert")
+    ap.add_argument("--groups", default=None,
+                    help="comma-separated subset of cheat,escape,honest,own_inputs,cuda_own,cuda_l1,expert")
     ap.add_argument("--cuda-l1", type=int, default=0, help="also grade this many attempts of the prepared CUDA-L1 "
                     "sample (python bench/cuda_l1_sample.py --n N, where ../shared/data is; carry .gpu_carry)")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")

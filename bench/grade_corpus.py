@@ -112,7 +112,8 @@ def main() -> None:
                     print(f"{r.attempt_id}\t{r.status.value}\t{r.reason_code.value}\t{r.reward:.3f}\t{r.reason[:80]}",
                           flush=True)
                 if i % 20 == 0:
-                    print(f"  repeat {rep + 1}: {i}/{len(reqs)} graded, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+                    print(f"  repeat {rep + 1}: {i}/{len(reqs)} graded, {time.perf_counter() - t0:.0f} s",
+                          file=sys.stderr)
     wall = time.perf_counter() - t0
     if live:
         live.close()

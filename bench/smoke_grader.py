@@ -55,11 +55,13 @@ def main() -> None:
             for r in svc.grade(reqs):
                 ph = r.phase_seconds
                 rows.append((r.attempt_id, r.status.value, r.reason_code.value, f"{r.reward:.3f}",
-                             f"{r.measured_speedup_geomean or 0:.3f}", *(f"{ph.get(k, 0):.2f}" for k in
-                                                                          ("startup", "compile", "correctness", "reference", "transfer", "timing", "expert", "total")),
+                             f"{r.measured_speedup_geomean or 0:.3f}",
+                             *(f"{ph.get(k, 0):.2f}" for k in ("startup", "compile", "correctness", "reference",
+                                                               "transfer", "timing", "expert", "total")),
                              r.reason[:70]))
         rows.append((f"{mode}: service boot", f"{boot:.2f}s", svc.device_name, str(r.sandbox)[:300]))
-    head = ("attempt", "status", "reason_code", "reward", "measured", "startup", "compile", "correct", "ref", "xfer", "timing", "expert", "total", "reason")
+    head = ("attempt", "status", "reason_code", "reward", "measured", "startup", "compile", "correct", "ref", "xfer",
+            "timing", "expert", "total", "reason")
     print("\t".join(head))
     for row in rows:
         print("\t".join(map(str, row)))

@@ -53,7 +53,8 @@ def main() -> None:
             d = abs(math.log2(a.speedup_geomean / b.speedup_geomean))
             cand_ms = sorted(s.cand_ms for s in a.sizes)[len(a.sizes) // 2]
             rows.append({"attempt": aid, "delta": d, "cand_ms": cand_ms,
-                         "p1": point_label(math.log2(a.speedup_geomean)), "p2": point_label(math.log2(b.speedup_geomean)),
+                         "p1": point_label(math.log2(a.speedup_geomean)),
+                         "p2": point_label(math.log2(b.speedup_geomean)),
                          "i1": speed_label(a), "i2": speed_label(b)})
     status_changes = sum(grades[0][k].status != grades[1][k].status for k in grades[0])
     print(f"device: {'cuda' if cuda else 'cpu'}; attempts: {len(reqs)}; correct in both: {len(rows)}; "

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from grader.contract import GradeRequest
     from grader.service import GraderService
-    from pipelines.rawattempt import RawAttempt, parse_lines
+    from pipelines.core.rawattempt import RawAttempt, parse_lines
 
     rows = []
     for f in args.files:

@@ -1,1 +1,3 @@
-"""kerneltraj pipelines: Dagster definitions, resources, the warehouse, the CLI, importers and publishing."""
+"""kerneltraj's pipeline, in layers that import only downward: `cli` -> `defs` (with the assets of `assets/`)
+-> `reporting`, `publishing`, `grading`, `curation`, `importers` -> `core` -> the sealed `grader`
+(tests/test_layers.py holds the order)."""

@@ -104,7 +104,7 @@ SELECT setting, attempt_id, repeat, grader_index, status, reward, label, primary
 FROM contention_replay ORDER BY setting, attempt_id, repeat LIMIT 8;
 
 -- name: recheck
--- The recheck pass (revalidated_records) as unit rows for pipelines.agreement.
+-- The recheck pass (revalidated_records) as unit rows for pipelines.grading.agreement.
 SELECT r.attempt_id, r.task_id, r.primary_status, r.revalidation_status, r.primary_reward, r.revalidation_reward,
        CAST(p.sizes AS VARCHAR) AS primary_sizes, CAST(v.sizes AS VARCHAR) AS revalidation_sizes
 FROM revalidated_records r

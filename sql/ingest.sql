@@ -38,7 +38,7 @@ FROM input_files f,
 WHERE f.nonblank_lines <> a.n + q.n;
 
 -- name: admissible
--- The bulk fast path (pipelines.rawattempt.admissible_rows): the lines of the registered Arrow table
+-- The bulk fast path (pipelines.core.rawattempt.admissible_rows): the lines of the registered Arrow table
 -- ingest_block(line_no, line, line_commas) that parse_record would admit unchanged, with their typed fields. Every
 -- condition is a sufficient one; a line failing any of them is not rejected here but parsed by
 -- parse_line, which then gives the verdict and the quarantine reason.
@@ -93,7 +93,7 @@ SELECT line_no, v.attempt_id, v.task_id, v.agent, v.model, v.trajectory_id, CAST
        CAST(v.extra AS VARCHAR) AS extra_json, source_commas
 FROM counted
 WHERE true
-  -- ids: a string matching pipelines.rawattempt._ID (a literal: a bound pattern is compiled row by row; a
+  -- ids: a string matching pipelines.core.rawattempt._ID (a literal: a bound pattern is compiled row by row; a
   -- test holds the two equal), without '..'; the task in the catalogue
   AND t[2] = 'VARCHAR' AND regexp_full_match(v.attempt_id, '[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,199}')
   AND NOT contains(v.attempt_id, '..')
@@ -102,7 +102,7 @@ WHERE true
   AND t[6] = 'VARCHAR' AND regexp_full_match(v.trajectory_id, '[A-Za-z0-9][A-Za-z0-9_.:\-/]{0,199}')
   AND NOT contains(v.trajectory_id, '..')
   AND list_contains($known_tasks, v.task_id)
-  -- names: matching pipelines.rawattempt._NAME (a literal, as the ids; a test holds the two equal), not
+  -- names: matching pipelines.core.rawattempt._NAME (a literal, as the ids; a test holds the two equal), not
   -- opening with a script URL scheme (_SCRIPT_SCHEME); entry_point absent or an ASCII identifier
   AND t[4] = 'VARCHAR' AND regexp_full_match(v.agent, '[A-Za-z0-9][A-Za-z0-9_.:@+\-/ (),]{0,199}')
   AND NOT regexp_matches(lower(v.agent), '^(javascript|vbscript|data):')

@@ -6,7 +6,7 @@
 -- centre +- sqrt(sum of per-size variances) / n; `faster` when the whole interval lies above +tie_band, `slower`
 -- below -tie_band, `tie` inside the band, `ambiguous` when it straddles an edge (never forced). Labels are NULL
 -- for grades that are not correct (the status says why). The Python check recomputes all of it with
--- pipelines/agreement.py, so the two implementations guard each other.
+-- pipelines/grading/agreement.py, so the two implementations guard each other.
 DELETE FROM revalidated_records;
 INSERT INTO revalidated_records BY NAME
 WITH size_rows AS (

@@ -176,7 +176,7 @@ class ReleaseProject:
 
     @property
     def settings(self):
-        from pipelines.resources import Settings
+        from pipelines.core.settings import Settings
 
         return Settings.from_env(self.env)
 
@@ -211,7 +211,7 @@ def committed_grades(warehouse: Path) -> list[dict] | None:
     """Grades visible to a reader now; None while the release holds the file's write lock."""
     import duckdb
 
-    from pipelines.warehouse import query_dicts
+    from pipelines.core.warehouse import query_dicts
 
     if not warehouse.exists():
         return []
@@ -282,7 +282,7 @@ def _build_release_project(root: Path, demo_files: tuple[Path, Path]) -> Release
     root.mkdir()
     write_release_inputs(root, demo_files)
     env = release_env(root)
-    from pipelines.resources import Settings
+    from pipelines.core.settings import Settings
 
     warehouse = Settings.from_env(env).warehouse_path
     first = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "release"], env=env, cwd=root,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import dagster as dg
 
-from pipelines.definitions import RELEASE_JOB, build_defs
-from pipelines.resources import Settings
+from pipelines.defs.definitions import RELEASE_JOB, build_defs
+from pipelines.core.settings import Settings
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "asset_graph.json"
 
@@ -94,6 +94,6 @@ def test_release_is_gated_by_blocking_checks_upstream():
 def test_definitions_module_loads_for_the_ui():
     import importlib
 
-    mod = importlib.import_module("pipelines.definitions")
+    mod = importlib.import_module("pipelines.defs.definitions")
     assert isinstance(mod.defs, dg.Definitions)
     assert mod.defs.resolve_job_def(RELEASE_JOB) is not None

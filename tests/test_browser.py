@@ -1,6 +1,6 @@
 """The Dagster UI over a materialised release, driven by a real headless Chromium through Playwright.
 
-`dagster-webserver -m pipelines.definitions` serves a project holding one small release (the session's shared
+`dagster-webserver -m pipelines.defs.definitions` serves a project holding one small release (the session's shared
 `release_project` of tests/conftest.py, whose Dagster instance comes from dagster_home/dagster.yaml);
 the tests read what a person would see: no pop-up over the first page, the asset graph, the reward-against-
 speed picture drawn on `graded_attempts`' page and its figures under Plots, the `release` asset's upstream
@@ -51,8 +51,9 @@ def ui_url(tmp_path_factory, request):
     port = _free_port()
     log = tmp_path_factory.mktemp("webserver") / "webserver.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(["dagster-webserver", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)],
-                                env=release_env(project), cwd=REPO_ROOT, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(["dagster-webserver", "-m", "pipelines.defs.definitions", "-h", "127.0.0.1",
+                                 "-p", str(port)], env=release_env(project), cwd=REPO_ROOT, stdout=out,
+                                stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SERVER_START_S

@@ -14,13 +14,13 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets.claims import audit_png, report_markdown
-from assets.grading import PASS_PRIMARY, commit_grades, pass_seed, grade_row
-from assets.ingest import attempt_row
+from pipelines.reporting.claim_report import audit_png, report_markdown
+from pipelines.grading.passes import PASS_PRIMARY, commit_grades, grade_row, pass_seed
+from pipelines.core.attempt_files import attempt_row
 from grader.contract import GRADER_VERSION
-from pipelines import claims as cl
-from pipelines.status import StatusContext
-from pipelines.warehouse import connect, insert_rows, query_dicts, run_script, transaction
+from pipelines.reporting import claim_audit as cl
+from pipelines.reporting.status_sections import StatusContext
+from pipelines.core.warehouse import connect, insert_rows, query_dicts, run_script, transaction
 
 REPO = Path(__file__).resolve().parents[1]
 CUDA_L1 = REPO / ".." / "shared" / "data" / "cuda-l1"
@@ -31,7 +31,7 @@ NOW = dt.datetime(2025, 1, 1)
 # ---- hand-built warehouse ---------------------------------------------------------------------
 
 def _size(cand_ms: float, expert_ms: float, rel_ci: float = 0.002) -> dict:
-    """A stored size row as `assets.grading.public_sizes` writes it (speedup clipped like the grader's)."""
+    """A stored size row as `pipelines.grading.passes.public_sizes` writes it (speedup clipped like the grader's)."""
     return {"size_key": "N=1", "hidden": False, "cand_ms": cand_ms, "expert_ms": expert_ms,
             "cand_ms_ci": [cand_ms * (1 - rel_ci), cand_ms * (1 + rel_ci)],
             "expert_ms_ci": [expert_ms * (1 - rel_ci), expert_ms * (1 + rel_ci)], "reps": 50,
@@ -167,13 +167,13 @@ def test_summary_shares_and_worst(audited) -> None:
     md = report_markdown(s)
     assert "a_wide" in md and "gpu_differs" in md and ">=10x" in md
     assert audit_png(query_dicts(con, "SELECT * FROM claim_audit WHERE comparable")).startswith(b"\x89PNG")
-    section = cl._claims_section(StatusContext(con, None, None))
+    section = cl.claims_status(StatusContext(con, None, None))
     assert section["claims"] == len(CASES) and section["comparable_by_class"] == s["comparable_by_class"]
 
 
 def test_status_section_absent_without_tables() -> None:
     con = duckdb.connect()
-    assert cl._claims_section(StatusContext(con, None, None)) is None
+    assert cl.claims_status(StatusContext(con, None, None)) is None
 
 
 @pytest.mark.parametrize("claim_gpu,device,same", [
@@ -194,7 +194,7 @@ def test_buckets_are_half_open() -> None:
 @pytest.mark.skipif(not CUDA_L1.is_dir(), reason="shared CUDA-L1 corpus not present")
 def test_real_cuda_l1_rows_are_counted_on_cpu(tmp_path: Path) -> None:
     from pipelines.importers import cuda_l1
-    from pipelines.resources import GradingBackend
+    from pipelines.grading.backend import GradingBackend
 
     lines = (CUDA_L1 / "h100.jsonl").read_bytes().splitlines()
     raw = [json.loads(ln) for ln in lines]
@@ -225,7 +225,7 @@ def test_real_cuda_l1_rows_are_counted_on_cpu(tmp_path: Path) -> None:
             insert_rows(con, "tasks", [{"task_id": c.task_id, "task_revision": c.revision, "lineage": c.lineage}
                                        for c in batch.cards])
     src = {a.attempt_id: a.source_sha256 for a in batch.attempts}
-    from pipelines.resources import Warehouse
+    from pipelines.defs.resources import Warehouse
 
     commit_grades(Warehouse(path=str(tmp_path / "w.duckdb")),
                   [grade_row(o, PASS_PRIMARY, src[o.result.attempt_id], "run1", NOW) for o in outcomes],
@@ -256,7 +256,7 @@ def test_asset_materialises_from_claims_beside_attempts(tmp_path: Path) -> None:
     import dagster as dg
 
     from assets.claims import claim_audit, every_claim_audited
-    from pipelines.resources import AttemptSources, Warehouse
+    from pipelines.defs.resources import AttemptSources, Warehouse
 
     folder = tmp_path / "imports" / "cuda-l1"
     folder.mkdir(parents=True)
@@ -286,7 +286,7 @@ def test_picture_is_a_short_image_the_webserver_serves(tmp_path: Path, instance)
 
     from assets.claims import claim_audit
     from assets.common import INLINE_MARKDOWN_CHARS
-    from pipelines.resources import AttemptSources, Warehouse
+    from pipelines.defs.resources import AttemptSources, Warehouse
 
     (tmp_path / "attempts.jsonl").write_text("")
     res = dg.materialize([claim_audit], instance=instance, resources={

@@ -13,8 +13,9 @@ import pytest
 
 from assets import ingest
 from pipelines import cli
-from pipelines.resources import AttemptSources, Settings, Warehouse
-from pipelines.warehouse import connect, query_dicts, scalar
+from pipelines.core.settings import Settings
+from pipelines.defs.resources import AttemptSources, Warehouse
+from pipelines.core.warehouse import connect, query_dicts, scalar
 from tests.conftest import REPO_ROOT, SHARED_DATA, project_env
 
 
@@ -277,7 +278,7 @@ def test_import_of_random_bytes_is_refused_and_writes_nothing(tmp_path):
 
 def test_a_corpus_with_a_few_bad_lines_still_imports(tmp_path):
     from pipelines.importers import ImportBatch, undecodable_files
-    from pipelines.rawattempt import Quarantined
+    from pipelines.core.rawattempt import Quarantined
 
     bad = [Quarantined(f"a.jsonl:{i}", None, "bad_json", "not JSON", "") for i in range(3)]
     batch = ImportBatch(format="cuda-l1", attempts=[], quarantined=bad, cards=[], claims=[])
@@ -361,7 +362,7 @@ def test_lineage_by_file_line_and_readable_text(tmp_path, monkeypatch, demo_subs
 
 
 def test_plain_status_names_splits_revalidation_and_the_learning_verdict():
-    from pipelines.status import render_text
+    from pipelines.cli.status import render_text
 
     status = {
         "release": {"version": "v1.2.3", "path": "/r/v1.2.3", "published": None},
@@ -388,8 +389,9 @@ def test_plain_status_names_splits_revalidation_and_the_learning_verdict():
     assert "none yet" in render_text({"release": {"version": None, "note": "no release yet"}})
 
 
-RELU_REFERENCE = ("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
-                  "\nN = 4096\n\ndef get_inputs():\n    return [torch.randn(N)]\n\ndef get_init_inputs():\n    return []\n")
+RELU_REFERENCE = ("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+                  "        return torch.relu(x)\n\nN = 4096\n\ndef get_inputs():\n    return [torch.randn(N)]\n\n"
+                  "def get_init_inputs():\n    return []\n")
 
 
 @pytest.fixture()
@@ -521,14 +523,14 @@ def _stop_and_time(proc: subprocess.Popen, tree: set[int], limit_s: float) -> fl
 
 
 def test_a_stubborn_process_group_is_stopped_whole(tmp_path):
-    """pipelines/supervise.py: children that ignore SIGINT and SIGTERM (as `dg dev` does when started in the
+    """pipelines/cli/supervise.py: children that ignore SIGINT and SIGTERM (as `dg dev` does when started in the
     background) are killed with their group a few seconds after we are told to stop."""
     import time
 
-    from pipelines import supervise
+    from pipelines.cli import supervise
 
     script = "trap '' INT TERM; sleep 300 & sleep 300 & wait"
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from pipelines.supervise import run_group; "
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from pipelines.cli.supervise import run_group; "
                              f"sys.exit(run_group(['sh', '-c', {script!r}], cwd='.'))"], cwd=REPO_ROOT)
     deadline = time.monotonic() + 20
     while len(_descendants(proc.pid)) < 3 and time.monotonic() < deadline:  # sh and its two sleeps

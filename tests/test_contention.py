@@ -1,6 +1,6 @@
 """Revalidation labels, per-task agreement, NVML contradiction flags, report figures and real co-tenants.
 
-Labels and agreement are pure (pipelines.agreement); the SQL rebuild of revalidated_records is run
+Labels and agreement are pure (pipelines.grading.agreement); the SQL rebuild of revalidated_records is run
 on a real DuckDB warehouse and checked against the Python recomputation; NVML readings are replayed
 from recorded dumps (tests/fixtures/contention_nvml_*.json, edited from the H200 recording); the
 report is built from a small hand-made set of contention tables; one test starts the real co-tenant
@@ -18,21 +18,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from assets.revalidation import record_problems
+from pipelines.grading.agreement import record_problems
 from grader.contract import GradeResult, Reason, SizeResult, Status
 from grader.fingerprint import Replay, collect
 from grader.labels import TIE_BAND_LOG2
 from grader.labels import speed_label as grader_speed_label
-from pipelines.agreement import (Agreement, GradeLabel, Label, compare, consensus, grade_label, quantile, summarise,
-                                 unit_verdicts)
-from pipelines.contention import (PRICE_TABLE, Flag, ReplayPlan, Setting, Verdict, check_reading, price_usd_per_hour,
-                                  replay_attempt_id, replay_seed, run_setting, sample_pairs)
-from pipelines.contention_report import (_revalidation_status, build_report, dataset_card_section, report_markdown,
-                                         report_png, status_figures)
-from pipelines.cotenants import CoTenant, LoadDriver, Role
-from pipelines.resources import GradingBackend
-from pipelines.status import StatusContext
-from pipelines.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
+from pipelines.grading.agreement import (Agreement, GradeLabel, Label, compare, consensus, grade_label, quantile,
+                                         summarise, unit_verdicts)
+from pipelines.grading.replay import (PRICE_TABLE, Flag, ReplayPlan, Setting, Verdict, check_reading,
+                                      price_usd_per_hour, replay_attempt_id, replay_seed, run_setting, sample_pairs)
+from pipelines.reporting.revalidation_report import (revalidation_status, build_report, dataset_card_section,
+                                                     report_markdown, report_png, status_figures)
+from pipelines.grading.cotenants import CoTenant, LoadDriver, Role
+from pipelines.grading.backend import GradingBackend
+from pipelines.reporting.status_sections import StatusContext
+from pipelines.core.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GRADER = 4200
@@ -398,10 +398,10 @@ def test_status_section_absent_until_there_is_something(tmp_path):
     with connect(path):
         pass
     with connect(path, read_only=True) as con:
-        assert _revalidation_status(StatusContext(con, None, None)) is None
+        assert revalidation_status(StatusContext(con, None, None)) is None
     _build_tables(path, "cpu", "cpu")
     with connect(path, read_only=True) as con:
-        out = _revalidation_status(StatusContext(con, None, None))
+        out = revalidation_status(StatusContext(con, None, None))
     assert out["recheck"] is None and [s["setting"] for s in out["contention"]["settings"]] == [
         "isolated", "compute_hog", "latency_service"]
 

@@ -15,10 +15,11 @@ import pytest
 
 from assets.accounting import CHECKS, accounting
 from grader.labels import TIE_BAND_LOG2
-from pipelines import cost
-from pipelines.resources import Warehouse
-from pipelines.status import SECTIONS, StatusContext
-from pipelines.warehouse import connect, insert_rows, query_dicts, run_script, transaction
+from pipelines.reporting import cost
+from pipelines.defs.resources import Warehouse
+from pipelines.cli.status import SECTIONS
+from pipelines.reporting.status_sections import StatusContext
+from pipelines.core.warehouse import connect, insert_rows, query_dicts, run_script, transaction
 
 GV = "gv-test"
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0)

@@ -1,15 +1,14 @@
 """The bulk ingest (DuckDB fast path + parse_line for the rest) against the row-by-row reference.
 
 The reference is what the raw_attempts asset did before the fast path: parse_lines over every file in order
-with one shared set of seen ids (and map of held turns), every row bound one at a time (executemany). Both write a real DuckDB
-warehouse; raw_attempts, quarantine and input_files must be equal row for row (EXCEPT ALL both ways, so
+with one shared set of seen ids (and map of held turns), every row bound one at a time (executemany). Both write a real
+DuckDB warehouse; raw_attempts, quarantine and input_files must be equal row for row (EXCEPT ALL both ways, so
 duplicates count), on the demo corpus plus demo/malformed.jsonl and on a generated file of hostile and
 unusual lines (trailing commas, NaN spellings, repeated and unknown keys, escaped commas, lone surrogates,
 invalid UTF-8, deep nesting, odd timestamps, ids repeated within and across files, a file listed twice).
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -19,11 +18,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from assets import ingest
+from pipelines.core import attempt_files as ingest
 from grader.catalogue import load_catalogue
 from grader.contract import MAX_SOURCE_BYTES
-from pipelines.rawattempt import MAX_LINE_BYTES, RawAttempt, parse_lines
-from pipelines.warehouse import connect, insert_rows, run_script, transaction
+from pipelines.core.rawattempt import MAX_LINE_BYTES, RawAttempt, parse_lines
+from pipelines.core.warehouse import connect, insert_rows, run_script, transaction
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "demo"
@@ -33,8 +32,8 @@ COMPARED = {
     "raw_attempts": "attempt_id, task_id, agent, model, trajectory_id, turn, language, entry_point, source, "
                     "source_sha256, source_format, generation_tokens, generation_budget_tokens, started_at, "
                     "finished_at, claimed_speedup, origin, input_sha256, CAST(extra AS VARCHAR), run_id, ingested_at",
-    "quarantine": "origin, attempt_id, reason_code, reason, raw_excerpt, import_origin, input_sha256, run_id, ingested_at, "
-                  "duplicate_of",
+    "quarantine": "origin, attempt_id, reason_code, reason, raw_excerpt, import_origin, input_sha256, run_id, "
+                  "ingested_at, duplicate_of",
     "input_files": "path, sha256, size_bytes, accepted, quarantined, nonblank_lines, run_id, ingested_at",
 }
 
@@ -140,20 +139,24 @@ MUTATIONS = {
     "trailing_comma_list": lambda r, g: _dump({**r, "extra": {"l": [1, 2]}}, g).replace("2]", "2,]"),
     "comma_escaped": lambda r, g: _dump(r, g).replace("a, b", "a\\u002c b"),
     # an escaped comma balancing a trailing one: only the escape guard tells this line from a strict one
-    "comma_escaped_trailing": lambda r, g: _dump(r, g).replace("a, b", g.choice(["a\\u002c b", "a\\u002C b"]))[:-1] + ",}",
+    "comma_escaped_trailing": lambda r, g: _dump(r, g).replace("a, b", g.choice(["a\\u002c b", "a\\u002C b"]))[:-1]
+                                           + ",}",
     "nan_top": lambda r, g: _dump({**r, "claimed_speedup": g.choice([float("nan"), float("inf")])}, g),
-    "nan_spelling_top": lambda r, g: _dump(r, g)[:-1] + ', "claimed_speedup": ' + g.choice(["nan", "inf", "-inf", "Infinity"]) + "}",
+    "nan_spelling_top": lambda r, g: _dump(r, g)[:-1] + ', "claimed_speedup": '
+                                     + g.choice(["nan", "inf", "-inf", "Infinity"]) + "}",
     "nan_extra": lambda r, g: _dump({**r, "extra": {"x": float("nan"), "y": float("-inf")}}, g),
     "nan_spelling_extra": lambda r, g: _dump(r, g).replace("0.2", g.choice(["nan", "inf", "NaN", "-Infinity"]))
                                                   .replace("0.7", g.choice(["nan", "inf", "NaN", "-Infinity"])),
     "big_int_extra": lambda r, g: _dump({**r, "extra": {"n": 12345678901234567890123456789, "t": 0.7, "u": 0.2}}, g)
                                   .replace("0.7", "1" * g.choice([20, 5000])).replace("0.2", g.choice(["1e400", "-0"])),
-    "dup_key_top": lambda r, g: _dump(r, g)[:-1] + g.choice([', "turn": 2}', ', "turn": "x"}', ', "attempt_id": "gen.zz"}']),
+    "dup_key_top": lambda r, g: _dump(r, g)[:-1] + g.choice([', "turn": 2}', ', "turn": "x"}',
+                                                             ', "attempt_id": "gen.zz"}']),
     "dup_key_extra": lambda r, g: _dump(r, g).replace('"harness": "tb-1.4"', '"harness": "a", "harness": "b"')
                                              .replace('"harness":"tb-1.4"', '"harness":"a","harness":"b"'),
     "unknown_key": lambda r, g: _dump({**r, g.choice(["reasoning", "prompt", "source_sha256", "extra2"]): "x, y"}, g),
     "origin_key": lambda r, g: _dump({**r, "origin": "elsewhere.jsonl:1"}, g),
-    "deep_extra": lambda r, g: _dump(r, g).replace('"harness": "tb-1.4"', '"d": ' + "[" * (d := g.choice([63, 70, 1200])) + "]" * d)
+    "deep_extra": lambda r, g: _dump(r, g).replace('"harness": "tb-1.4"',
+                                                   '"d": ' + "[" * (d := g.choice([63, 70, 1200])) + "]" * d)
                                           .replace('"harness":"tb-1.4"', '"d":' + "[" * d + "]" * d),
     "surrogate": lambda r, g: _dump(r, g).replace('"kestrel"', g.choice(['"kes\\ud800trel"', '"\\udfff"']))
                                          .replace('import torch', 'import \\ud83d\\ude00 torch'),
@@ -169,17 +172,21 @@ MUTATIONS = {
     "bad_language": lambda r, g: _dump({**r, "language": g.choice(["rust", "Triton", ""])}, g),
     "bad_ids": lambda r, g: _dump({**r, g.choice(["attempt_id", "trajectory_id"]):
                                    g.choice(["a..b", "../x", "x" * 201, "-lead", "ok id", 7, None])}, g),
-    "entry_point": lambda r, g: _dump({**r, "entry_point": g.choice(["1abc", "ñame", "class", "run_2", "", "a-b", 5])}, g),
-    "names": lambda r, g: _dump({**r, g.choice(["agent", "model"]): g.choice(["x" * 200, "x" * 201, "é" * 200, "", 3])}, g),
+    "entry_point": lambda r, g: _dump({**r, "entry_point": g.choice(["1abc", "ñame", "class", "run_2", "", "a-b",
+                                                                      5])}, g),
+    "names": lambda r, g: _dump({**r, g.choice(["agent", "model"]): g.choice(["x" * 200, "x" * 201, "é" * 200, "",
+                                                                              3])}, g),
     "turn": lambda r, g: _dump(r, g).replace(f'"turn": {r["turn"]}', '"turn": ' + g.choice(
         ["0", "10000", "10001", '"1"', "1.0", "true", "1e0", "-0", "-1", "99999999999999999999999"])),
-    "tokens": lambda r, g: _dump(r, g).replace('"generation_budget_tokens": 8192', '"generation_budget_tokens": ' + g.choice(
+    "tokens": lambda r, g: _dump(r, g).replace('"generation_budget_tokens": 8192',
+                                               '"generation_budget_tokens": ' + g.choice(
         ["0", "4611686018427387903", "4611686018427387904", "-1", "1.5", "false", '"8"', "null"])),
     "timestamps": lambda r, g: _dump({**r, g.choice(["started_at", "finished_at"]): g.choice([
         "2026-03-01T09:01:00", "2026-03-01T09:01:00.5Z", "2026-03-01T09:01:00.1234567Z", "2026-02-29T10:00:00Z",
         "2024-02-29T10:00:00Z", "2026-03-01T24:00:00Z", "2026-03-01T23:59:60Z", "0000-01-01T00:00:00Z",
         "2026-03-01T09:01:00+23:59", "2026-03-01T09:01:00+24:00", "2026-03-01T09:01:00-05:30", "2026-03-01 09:01:00",
-        "2026-03-01", "20260301T090100Z", "yesterday", 1700000000, "2026-13-01T00:00:00Z", "2026-03-01T09:01:00ZZ"])}, g),
+        "2026-03-01", "20260301T090100Z", "yesterday", 1700000000, "2026-13-01T00:00:00Z",
+        "2026-03-01T09:01:00ZZ"])}, g),
     "claims": lambda r, g: _dump({**r, "claimed_speedup": g.choice([1.5, 2, 0, -1, 1e299, 1e300, 5e-324, True, "2x",
                                                                     123456789012345678901234567890, 2**64 + 1])}, g),
     "source_format": lambda r, g: _dump({**r, "source_format": g.choice(["cuda-l1", "", 7, ["a"], {"k": 1}, True])}, g),
@@ -227,8 +234,8 @@ def test_fast_path_takes_the_ordinary_rows() -> None:
     """Well-formed rows are admitted by DuckDB, not by the per-line parser (else the speed claim is empty)."""
     import pyarrow as pa
 
-    from pipelines.rawattempt import admissible_rows
-    from pipelines.warehouse import load_sql
+    from pipelines.core.rawattempt import admissible_rows
+    from pipelines.core.warehouse import load_sql
 
     rng = random.Random(4)
     lines = [MUTATIONS[k](_base(i, rng), rng) + "\n" for i in range(300)
@@ -277,16 +284,16 @@ def test_insert_rows_arrow_and_executemany_agree(tmp_path: Path) -> None:
 
 def test_sql_id_pattern_is_the_parsers() -> None:
     """The fast path's id regex is a literal in sql/ingest.sql (a bound one is compiled per row); it must be
-    pipelines.rawattempt._ID."""
-    from pipelines.rawattempt import _ID
-    from pipelines.warehouse import load_sql
+    pipelines.core.rawattempt._ID."""
+    from pipelines.core.rawattempt import _ID
+    from pipelines.core.warehouse import load_sql
 
     sql = load_sql("ingest.admissible")
     assert sql.count(f"'{_ID.pattern.removeprefix('^').removesuffix('$')}'") == 3
 
 
 def test_copy_parquet_bounds_row_groups_and_restores_threads(tmp_path: Path) -> None:
-    from pipelines.warehouse import PARQUET_ROW_GROUP_ROWS, copy_parquet
+    from pipelines.core.warehouse import PARQUET_ROW_GROUP_ROWS, copy_parquet
 
     out = tmp_path / "wide.parquet"
     with duckdb.connect() as con:

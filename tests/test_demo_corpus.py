@@ -43,13 +43,13 @@ def _catalogue():
 
 
 def _parse(path: Path, seen: set[str]):
-    from pipelines.rawattempt import parse_lines
+    from pipelines.core.rawattempt import parse_lines
 
     return list(parse_lines(path.read_bytes().split(b"\n"), str(path), _catalogue().keys(), seen))
 
 
 def _attempts(name: str = "attempts.jsonl", seen: set[str] | None = None):
-    from pipelines.rawattempt import RawAttempt
+    from pipelines.core.rawattempt import RawAttempt
 
     rows = _parse(DEMO / name, set() if seen is None else seen)
     bad = [r for r in rows if not isinstance(r, RawAttempt)]
@@ -141,7 +141,7 @@ def test_checkpoint_sets_are_matched_and_show_a_regression():
 
 
 def test_malformed_rows_are_quarantined_with_their_reason():
-    from pipelines.rawattempt import Quarantined, parse_lines
+    from pipelines.core.rawattempt import Quarantined, parse_lines
 
     seen: set[str] = set()
     first = _attempts(seen=seen)[0].attempt_id

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from grader.contract import MAX_SOURCE_BYTES
 from pipelines.importers import cuda_l1, flashinfer
 from pipelines.importers import kernelbench as kb
-from pipelines.rawattempt import _ID, MAX_LINE_BYTES, Quarantined, RawAttempt, parse_lines
+from pipelines.core.rawattempt import _ID, MAX_LINE_BYTES, Quarantined, RawAttempt, parse_lines
 
 pytestmark = pytest.mark.fuzz
 
@@ -162,7 +162,7 @@ def _report(name: str) -> None:
     assert COUNTS[name] >= MIN_RECORDS
 
 
-# ---- our own JSONL: pipelines.rawattempt.parse_lines ------------------------------------------
+# ---- our own JSONL: pipelines.core.rawattempt.parse_lines ------------------------------------------
 
 _OWN_KEYS = ["attempt_id", "task_id", "agent", "model", "trajectory_id", "turn", "language", "source",
              "entry_point", "generation_tokens", "started_at", "claimed_speedup", "extra"]

@@ -12,8 +12,8 @@ import torch
 
 from grader import fingerprint, wire
 from grader.compare import check_output_meta, compare
-from grader.contract import (REWARD_FLOOR, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup, request_from_json,
-                             reward)
+from grader.contract import (REWARD_FLOOR, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup,
+                             request_from_json, reward)
 from grader.inputs import make_inputs
 from grader.statics import static_findings
 from grader.timing import median, median_ci
@@ -453,7 +453,8 @@ void split_decl_kernel(float* y) { }
     seen = ["void scale_kernel<float>(float const*, float*)", "Memcpy DtoD (Device -> Device)"]
     assert ran_own_kernel(declared_kernels(source), seen)
     assert ran_own_kernel(["row_sum"], ["row_sum(float const*, float*, int)"])
-    library = ["sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8", "void at::native::vectorized_elementwise_kernel"]
+    library = ["sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8",
+               "void at::native::vectorized_elementwise_kernel"]
     assert not ran_own_kernel(["row_sum", "scale_kernel"], library)
     assert not ran_own_kernel(["sum"], ["row_sum(float const*, float*, int)"])  # whole identifiers only
     assert ran_own_kernel([], library)  # nothing declared (a CUTLASS template, a library call): not judged here

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from huggingface_hub.errors import RevisionNotFoundError
 
-from pipelines.hub import HubPublisher, HubPublishError, VersionPinnedError, scan_release
+from pipelines.publishing.hub import HubPublisher, HubPublishError, VersionPinnedError, scan_release
 from tests.hub_server import LOST_ANSWER, UNROUTED, LocalHub
 
 pytestmark = pytest.mark.hub
@@ -47,7 +47,8 @@ def write_release(root: Path, configs: dict[str, dict[str, list[Any]]], shards: 
         step = -(-table.num_rows // n)
         for i in range(n):
             pq.write_table(table.slice(i * step, step), root / "data" / name / f"train-{i:05d}-of-{n:05d}.parquet")
-        card += [f"- config_name: {name}", "  data_files:", "  - split: train", f"    path: data/{name}/train-*.parquet"]
+        card += [f"- config_name: {name}", "  data_files:", "  - split: train",
+                 f"    path: data/{name}/train-*.parquet"]
     (root / "README.md").write_text("\n".join(card + ["---", "", "# kerneltraj test release", ""]))
     return root
 
@@ -104,7 +105,7 @@ def repo_files(hub: LocalHub, repo_id: str, revision: str) -> set[str]:
 def run_publish_subprocess(hub: LocalHub, repo_id: str, release: Path, version: str, **env: str) -> subprocess.Popen:
     code = textwrap.dedent(f"""
         from pathlib import Path
-        from pipelines.hub import HubPublisher
+        from pipelines.publishing.hub import HubPublisher
         HubPublisher(endpoint={hub.url!r}, repo_id={repo_id!r}, token_env_var={TOKEN_VAR!r}, private=False,
                      backoff_s=0.01).publish(Path({str(release)!r}), {version!r})
     """)

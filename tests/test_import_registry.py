@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 from grader.catalogue import load_catalogue
-from pipelines import import_registry as reg
-from pipelines.resources import Settings
+from pipelines.core import import_registry as reg
+from pipelines.core.settings import Settings
 
 
 def _card(task_id: str, description: str = "d") -> dict:

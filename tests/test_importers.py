@@ -19,9 +19,9 @@ import torch
 from grader.adapters import kernelbench_candidate_source, kernelbench_reference_source
 from grader.contract import GradeResult, Reason, SizeResult, Status, reward
 from grader.taskcard import size_key
-from pipelines.export_traces import export_traces, parse_size_key
+from pipelines.publishing.export_traces import export_traces, parse_size_key
 from pipelines.importers import IMPORTERS, ImportBatch
-from pipelines.rawattempt import RawAttempt
+from pipelines.core.rawattempt import RawAttempt
 from tests.test_sandbox_isolation import hostile_module_level, listener, needs_root  # noqa: F401,F811 - a fixture
 
 REPO = Path(__file__).resolve().parents[1]

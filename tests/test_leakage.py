@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.families import Family, Source, TaskRef, all_tasks, kernelbench_task_id
-from pipelines.leakage import (JACCARD_THRESHOLD, CodeItem, LeakCheck, jaccard, leakage_report,
-                               lineage_across_splits, near_duplicate_scan, near_duplicates,
-                               shape_variants_across_splits, shingles, similarity, task_in_two_splits)
-from pipelines.splits import DEFAULT_POLICY, Split, SplitPolicy, build_manifest
+from pipelines.curation.families import Family, Source, TaskRef, all_tasks, kernelbench_task_id
+from pipelines.curation.leakage import (JACCARD_THRESHOLD, CodeItem, LeakCheck, jaccard, leakage_report,
+                                        lineage_across_splits, near_duplicate_scan, near_duplicates,
+                                        shape_variants_across_splits, shingles, similarity, task_in_two_splits)
+from pipelines.curation.split_policy import DEFAULT_POLICY, Split, SplitPolicy, build_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"
@@ -87,8 +87,8 @@ def test_renamed_and_reformatted_copies_stay_near_duplicates(h100, capsys):
     renamed = _rename(src, names)
     # Reformat: the AST printed back (comments gone, quotes, wrapping and the CUDA string's layout
     # all rewritten), then new comments added.
-    reformatted = "\n".join(l + "  # reviewed" if l.rstrip().endswith(":") and not l.startswith(" " * 8) else l
-                            for l in ast.unparse(ast.parse(src)).splitlines())
+    reformatted = "\n".join(ln + "  # reviewed" if ln.rstrip().endswith(":") and not ln.startswith(" " * 8) else ln
+                            for ln in ast.unparse(ast.parse(src)).splitlines())
     assert reformatted.count("# reviewed") >= 3 and 'cuda_code = """' in src and "cuda_code = '\\n" in reformatted
     r1, r2 = similarity(src, renamed), similarity(src, reformatted)
     with capsys.disabled():
@@ -114,7 +114,8 @@ def test_different_real_tasks_stay_below_threshold(shingled, capsys):
 def test_lsh_finds_every_pair_the_exact_scan_finds(h100, a100, shingled):
     # Level 1 and 2 candidates of both GPUs, every H100 x A100 pair compared exactly (~30k pairs).
     hk, ak = [k for k in h100 if k[0] < 3], [k for k in a100 if k[0] < 3]
-    items = [CodeItem(f"h100:{k}", f"t{k}", h100[k]) for k in hk] + [CodeItem(f"a100:{k}", f"u{k}", a100[k]) for k in ak]
+    items = ([CodeItem(f"h100:{k}", f"t{k}", h100[k]) for k in hk]
+             + [CodeItem(f"a100:{k}", f"u{k}", a100[k]) for k in ak])
     split_of = {it.task_id: (Split.TRAIN if it.task_id[0] == "t" else Split.TEST_HELDOUT) for it in items}
     single = near_duplicates(items, split_of)
     found = {f.key for f in single}
@@ -167,7 +168,8 @@ def test_planted_shape_variant_of_held_out_task_is_caught(tasks):
     softmax = TaskRef("softmax_rows_fp32", Family.SOFTMAX, "kerneltraj/softmax", Source.KERNELTRAJ,
                       "import torch\ndef run(x):\n    return torch.softmax(x, dim=-1)\n")
     imported = TaskRef("imported_softmax_4096x4096", Family.SOFTMAX, "imported/softmax", Source.KERNELTRAJ,
-                       "import torch\n\n\ndef run(inp):\n    # 4096 x 4096 rows\n    return torch.softmax(inp, dim=-1)\n")
+                       "import torch\n\n\ndef run(inp):\n    # 4096 x 4096 rows\n"
+                       "    return torch.softmax(inp, dim=-1)\n")
     policy = SplitPolicy("v1", ("attention", "scan"), ("kerneltraj/softmax",))
     pool = [t for t in tasks if t.task_id not in (softmax.task_id, imported.task_id)] + [softmax, imported]
     m = build_manifest(policy, pool)

@@ -7,9 +7,9 @@ import math
 import polars as pl
 import pytest
 
-from pipelines.families import Family, Source, TaskRef
-from pipelines.learning import BudgetMismatchError, Verdict, compare_checkpoints
-from pipelines.splits import Split, SplitPolicy, build_manifest
+from pipelines.curation.families import Family, Source, TaskRef
+from pipelines.curation.checkpoint_comparison import BudgetMismatchError, Verdict, compare_checkpoints
+from pipelines.curation.split_policy import Split, SplitPolicy, build_manifest
 
 FLOOR = -24.0
 

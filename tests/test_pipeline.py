@@ -17,12 +17,14 @@ import pytest
 import yaml
 
 from assets import ingest
-from assets.grading import PASS_PRIMARY, commit_grades, pass_seed, grade_row
-from assets.release import CONFIGS, config_shards
+from pipelines.grading.passes import PASS_PRIMARY, commit_grades, grade_row, pass_seed
+from pipelines.publishing.release_files import CONFIGS, config_shards
 from grader.contract import GRADER_VERSION, REWARD_FLOOR, GradeResult, Reason, Status
-from pipelines.definitions import RELEASE_JOB, build_defs
-from pipelines.resources import AttemptSources, GradeOutcome, Settings, Warehouse
-from pipelines.warehouse import connect, load_sql, query_dicts, scalar
+from pipelines.defs.definitions import RELEASE_JOB, build_defs
+from pipelines.core.settings import Settings
+from pipelines.grading.backend import GradeOutcome
+from pipelines.defs.resources import AttemptSources, Warehouse
+from pipelines.core.warehouse import connect, load_sql, query_dicts, scalar
 from tests.conftest import ReleaseProject
 
 

@@ -20,7 +20,7 @@ import dagster as dg
 import pytest
 
 from tests.hub_server import LocalHub
-from pipelines.resources import Settings
+from pipelines.core.settings import Settings
 from tests.conftest import CUDA_ATTEMPT, HELDOUT_TASK, REPO_ROOT, VALIDATION_TASK, release_env
 
 pytestmark = pytest.mark.hub
@@ -66,7 +66,7 @@ def release_files(folder: Path) -> list[str]:
 
 
 def test_default_version_is_a_hub_version():
-    from pipelines.hub import VERSION_RE
+    from pipelines.publishing.hub import VERSION_RE
 
     assert VERSION_RE.fullmatch(Settings.from_env({}).release_version)
 
@@ -152,7 +152,7 @@ def test_published_config_loads_with_datasets(project, hub, tmp_path):
 def test_default_config_has_real_splits_and_no_heldout_task_outside_test_heldout(project, hub, tmp_path):
     """What `datasets.load_dataset(repo)` gives a lab: train / validation / test_heldout, each row in its own
     split, and no task of a held-out family or lineage anywhere but test_heldout, in any config."""
-    from pipelines.splits import DEFAULT_POLICY
+    from pipelines.curation.split_policy import DEFAULT_POLICY
 
     got = load_from_hub(project, hub, tmp_path, f"""
         import json, datasets
@@ -186,7 +186,7 @@ def test_default_config_has_real_splits_and_no_heldout_task_outside_test_heldout
 
 
 def test_every_reward_says_where_it_was_measured_and_if_it_was_rechecked(project, hub, tmp_path):
-    from pipelines.release_card import REVALIDATION_STATES
+    from pipelines.reporting.release_card import REVALIDATION_STATES
 
     got = load_from_hub(project, hub, tmp_path, f"""
         import json, datasets
@@ -231,9 +231,9 @@ def test_release_card_describes_every_column_and_names_each_sources_licence(proj
     import pyarrow.parquet as pq
     import yaml
 
-    from assets.release import CONFIGS, config_shards
-    from pipelines.markup import card_body
-    from pipelines.release_card import describe, licences
+    from pipelines.publishing.release_files import CONFIGS, config_shards
+    from pipelines.core.markup import card_body
+    from pipelines.reporting.release_card import describe, licences
 
     folder = Settings.from_env(release_env(project)).releases_dir / "v0.1.0"
     card = (folder / "README.md").read_text()
@@ -265,8 +265,8 @@ def test_failed_blocking_check_means_no_publish(project, hub, tmp_path, monkeypa
     """A planted failing expectation in the trajectories quality gate: Dagster skips the publish step of a
     run holding the whole graph, and `kerneltraj publish` refuses while that check's latest outcome is a fail."""
     from assets import ASSETS, CHECKS, PUBLISH_ASSETS
-    from pipelines import quality
-    from pipelines.definitions import build_defs
+    from pipelines.defs import quality
+    from pipelines.defs.definitions import build_defs
 
     copy = tmp_path / "copy"  # the shared project stays green for the other tests
     shutil.copytree(project, copy)

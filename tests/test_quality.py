@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from grader.contract import Status
-from pipelines.quality import PUBLISHED_TABLES, SEALED_COLUMNS, TABLE_RULES, validate_table
+from pipelines.defs.quality import PUBLISHED_TABLES, SEALED_COLUMNS, TABLE_RULES, validate_table
 
 LINEAGE = {"task_revision": "rev-3f2a", "grader_version": "0.3.0", "fingerprint_id": "fp-cpu-01"}
 C, W, T = Status.CORRECT.value, Status.WRONG_OUTPUT.value, Status.TIMEOUT.value

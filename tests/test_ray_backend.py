@@ -10,7 +10,7 @@ ray = pytest.importorskip("ray")
 
 from grader.contract import REWARD_FLOOR, GradeRequest, Reason, Status  # noqa: E402
 from grader.service import GraderService  # noqa: E402
-from pipelines.ray_backend import GradedItem, RayGradingBackend  # noqa: E402
+from pipelines.grading.ray_backend import GradedItem, RayGradingBackend  # noqa: E402
 
 pytestmark = pytest.mark.ray
 

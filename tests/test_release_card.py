@@ -1,6 +1,6 @@
 """The release's published form, without running the pipeline: per-turn and per-grade measurement and revalidation
 state (sql/release.sql on a small real warehouse), the quality gate's rule for rewards not graded here, and the card's
-column descriptions and licences (pipelines/dataset_card.yaml, pipelines/release_card.py).
+column descriptions and licences (pipelines/reporting/dataset_card.yaml, pipelines/reporting/release_card.py).
 
 The same properties are checked on a real release, loaded from a local Hub, in tests/test_publish.py.
 """
@@ -15,15 +15,16 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from assets.release import CONFIGS, SPLIT_CONFIGS, dataset_card
+from pipelines.publishing.release_files import CONFIGS, SPLIT_CONFIGS, dataset_card
 from grader.contract import GRADER_VERSION, Status
-from pipelines.markup import card_body
-from pipelines.quality import NOT_GRADED_HERE, validate_table
-from pipelines.release_card import (REVALIDATION_STATES, annotate_parquet, card_spec, column_problems, describe,
-                                    licences, notice_text)
-from pipelines.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
+from pipelines.core.markup import card_body
+from pipelines.defs.quality import NOT_GRADED_HERE, validate_table
+from pipelines.reporting.release_card import (REVALIDATION_STATES, annotate_parquet, card_spec, column_problems,
+                                              describe, licences, notice_text)
+from pipelines.core.warehouse import connect, insert_rows, load_sql, query_dicts, run_script, transaction
 
-C, W, U, I = (Status.CORRECT.value, Status.WRONG_OUTPUT.value, Status.UNSUPPORTED_ON_BACKEND.value,
+C, W, U, I = (Status.CORRECT.value,  # noqa: E741 - the statuses' initials, as in the tables below
+              Status.WRONG_OUTPUT.value, Status.UNSUPPORTED_ON_BACKEND.value,
               Status.INFRA_ERROR.value)
 
 # (attempt, primary status, reward, device, fingerprint kind, recheck status, recheck reward, recheck agreement)
@@ -79,8 +80,9 @@ def published(tmp_path_factory) -> dict[str, list[dict]]:
         insert_rows(con, "graded_attempts", grades)
         insert_rows(con, "revalidated_records", records)
         items = [{"turn": i, "attempt_id": t[0], "status": t[1], "reward": t[2]} for i, t in enumerate(TURNS, 1)]
-        con.execute("INSERT INTO trajectories (trajectory_id, task_id, agent, model, n_turns, turns, first_correct_turn,"
-                    " grader_version) VALUES ('traj', 't', 'ag', 'm', ?, ?, 1, ?)", [len(items), items, GRADER_VERSION])
+        con.execute("INSERT INTO trajectories (trajectory_id, task_id, agent, model, n_turns, turns, "
+                    "first_correct_turn, grader_version) VALUES ('traj', 't', 'ag', 'm', ?, ?, 1, ?)",
+                    [len(items), items, GRADER_VERSION])
         return {c: query_dicts(con, load_sql(f"release.{c}")) for c in ("trajectories", "grades", "revalidated",
                                                                         "attempts")}
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.families import (Family, Source, TaskRef, all_tasks, canonical_family, catalogue_tasks,
-                                classify_flashinfer, classify_kernelbench, kernelbench_task_id)
-from pipelines.splits import (DEFAULT_POLICY, FrozenSplitError, Split, SplitPolicy, build_manifest,
-                              check_frozen, freeze, load_frozen, manifest_path)
+from pipelines.curation.families import (Family, Source, TaskRef, all_tasks, canonical_family, catalogue_tasks,
+                                         classify_flashinfer, classify_kernelbench, kernelbench_task_id)
+from pipelines.curation.split_policy import (DEFAULT_POLICY, FrozenSplitError, Split, SplitPolicy, build_manifest,
+                                             check_frozen, freeze, load_frozen, manifest_path)
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / ".." / "shared" / "data"
@@ -116,8 +116,8 @@ def test_workload_key_groups_shape_variants_not_different_ops(tasks):
 def test_assignment_is_deterministic_and_independent_of_process_hash_seed(tasks):
     a, b = build_manifest(DEFAULT_POLICY, tasks), build_manifest(DEFAULT_POLICY, list(reversed(tasks)))
     assert a.rows == b.rows and a.content_hash == b.content_hash
-    code = ("from pathlib import Path; from pipelines.families import all_tasks; "
-            "from pipelines.splits import DEFAULT_POLICY, build_manifest; "
+    code = ("from pathlib import Path; from pipelines.curation.families import all_tasks; "
+            "from pipelines.curation.split_policy import DEFAULT_POLICY, build_manifest; "
             f"print(build_manifest(DEFAULT_POLICY, all_tasks(Path({str(DATA)!r}))).content_hash)")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONHASHSEED": "12345"})
@@ -150,7 +150,8 @@ def test_lineage_hold_out_pulls_in_shape_variants_of_other_lineages():
     ours = TaskRef("softmax_rows_fp32", Family.SOFTMAX, "kerneltraj/softmax", Source.KERNELTRAJ,
                    "import torch\ndef run(x):\n    return torch.softmax(x, dim=-1)\n")
     imported = TaskRef("imported_softmax_4096x4096", Family.SOFTMAX, "imported/softmax", Source.KERNELTRAJ,
-                       "import torch\n\ndef run(inp):  # rows of a 4096x4096 matrix\n    return torch.softmax(inp, dim=-1)\n")
+                       "import torch\n\ndef run(inp):  # rows of a 4096x4096 matrix\n"
+                       "    return torch.softmax(inp, dim=-1)\n")
     m = build_manifest(SplitPolicy("v1", ("scan",), ("kerneltraj/softmax",), validation_fraction=0.0), [ours, imported])
     assert m.split_of() == {"softmax_rows_fp32": Split.TEST_HELDOUT, "imported_softmax_4096x4096": Split.TEST_HELDOUT}
 
@@ -194,7 +195,8 @@ def test_new_version_is_allowed_and_leaves_the_old_one_alone(tasks, tmp_path):
     check_frozen(m2, load_frozen(tmp_path, "v1"))  # different version: not compared
     p2 = freeze(m2, tmp_path)
     assert p2.name == "split_manifest-v2.json" and p1.read_bytes() == before
-    assert load_frozen(tmp_path, "v2").task_ids(Split.TEST_HELDOUT) != load_frozen(tmp_path, "v1").task_ids(Split.TEST_HELDOUT)
+    assert (load_frozen(tmp_path, "v2").task_ids(Split.TEST_HELDOUT)
+            != load_frozen(tmp_path, "v1").task_ids(Split.TEST_HELDOUT))
 
 
 def test_planted_moved_task_is_caught(tasks, tmp_path):

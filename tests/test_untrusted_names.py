@@ -21,15 +21,16 @@ import yaml
 from markdown_it import MarkdownIt
 
 from assets import ingest, trajectories
-from assets.grading import PASS_PRIMARY, commit_grades, grade_row
-from assets.release import dataset_card
+from pipelines.grading.passes import PASS_PRIMARY, commit_grades, grade_row
+from pipelines.publishing.release_files import dataset_card
 from grader.contract import GRADER_VERSION, REWARD_FLOOR, GradeResult, Reason, Status
 from pipelines.importers import admit
-from pipelines.markup import card_body, md_escape
-from pipelines.quality import validate_table
-from pipelines.rawattempt import _NAME, Quarantined
-from pipelines.resources import AttemptSources, GradeOutcome, Warehouse
-from pipelines.warehouse import connect, load_sql, markdown_table, query_dicts, run_script, scalar
+from pipelines.core.markup import card_body, md_escape
+from pipelines.defs.quality import validate_table
+from pipelines.core.rawattempt import _NAME, Quarantined
+from pipelines.grading.backend import GradeOutcome
+from pipelines.defs.resources import AttemptSources, Warehouse
+from pipelines.core.warehouse import connect, load_sql, markdown_table, query_dicts, run_script, scalar
 
 HOSTILE = {
     "script": "<script>alert(1)</script>",
@@ -102,7 +103,7 @@ def test_dataset_card_front_matter_and_body_hold_hostile_values() -> None:
 # ---- ingest ---------------------------------------------------------------------------------------
 
 def test_sql_name_pattern_is_the_parsers() -> None:
-    """The fast path's name regex is a literal in sql/ingest.sql; it must be pipelines.rawattempt._NAME."""
+    """The fast path's name regex is a literal in sql/ingest.sql; it must be pipelines.core.rawattempt._NAME."""
     sql = load_sql("ingest.admissible")
     assert sql.count(f"'{_NAME.pattern.removeprefix('^').removesuffix('$')}'") == 2
 

@@ -10,17 +10,16 @@ speedups are claims.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 from grader.taskcard import TaskCard
-from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, iter_lines, problems_of, quarantine,
-                                 sha256_hex, type_problem)
+from pipelines.core.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt, id_part
 from pipelines.importers import kernelbench as kb
-from pipelines.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt
+from pipelines.importers.base import (ImportBatch, TaskReject, admit, decoded_or_quarantined, iter_lines, problems_of,
+                                      quarantine, sha256_hex, type_problem)
 
 FORMAT = "cuda-l1"
 AGENT = "cuda-l1"
@@ -121,16 +120,9 @@ def _init_inputs(ref_code: str) -> list[Any] | None:
 
 def _decode(raw: bytes, where: str) -> dict[str, Any] | Quarantined:
     """One line to a row with sane `level_id`, `task_id` and `ref_code`, or a quarantine row."""
-    if len(raw) > MAX_LINE_BYTES:
-        return quarantine(where, None, "oversized_row", f"row is {len(raw)} bytes, over {MAX_LINE_BYTES}", raw)
-    try:
-        row = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        return quarantine(where, None, "bad_encoding", f"row is not valid UTF-8 (byte {e.start})", raw)
-    except (ValueError, RecursionError) as e:  # ValueError also covers over-long integer literals
-        return quarantine(where, None, "bad_json", f"row is not valid JSON: {str(e)[:120]}", raw)
-    if not isinstance(row, dict):
-        return quarantine(where, None, "bad_type", f"a row must be a JSON object, got {type(row).__name__}", raw)
+    row = decoded_or_quarantined(raw, where, MAX_LINE_BYTES, "row")
+    if isinstance(row, Quarantined):
+        return row
     missing = [k for k in ("level_id", "task_id", "ref_code") if row.get(k) is None]
     if missing:
         return quarantine(where, None, "missing_field", f"missing required field(s): {', '.join(missing)}", raw)

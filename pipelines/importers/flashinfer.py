@@ -19,7 +19,6 @@ with the reason, as are solutions whose files are hostile (absolute or `..` path
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import random
 import re
@@ -29,13 +28,13 @@ from typing import Any, Iterator
 
 from grader.adapters import flashinfer_candidate_source
 from grader.taskcard import DTYPE_BYTES, TaskCard
-from pipelines.importers import (ImportBatch, TaskReject, admit, id_part, iter_lines, problems_of, quarantine,
-                                 sha256_hex, type_problem)
-from pipelines.importers.kernelbench import MAX_DIM
-from pipelines.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt
+from pipelines.core.rawattempt import MAX_LINE_BYTES, Quarantined, RawAttempt, id_part
+from pipelines.importers.base import (ImportBatch, TaskReject, admit, decoded_or_quarantined, iter_lines, problems_of,
+                                      quarantine, sha256_hex, type_problem)
+from pipelines.importers.kernelbench.shapes import MAX_DIM
 
 try:  # another module owns families and ids; fall back to the same scheme when it is absent
-    from pipelines.families import classify_flashinfer, flashinfer_task_id
+    from pipelines.curation.families import classify_flashinfer, flashinfer_task_id
 except ImportError:  # pragma: no cover
     classify_flashinfer = None
 
@@ -80,23 +79,9 @@ class Definition:
     """Var-axis values of the traces' workloads (public sizes)."""
 
 
-def _load(raw: bytes, where: str) -> dict[str, Any] | Quarantined:
-    if len(raw) > MAX_FILE_BYTES:
-        return quarantine(where, None, "oversized_row", f"record is {len(raw)} bytes, over {MAX_FILE_BYTES}", raw)
-    try:
-        obj = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as e:
-        return quarantine(where, None, "bad_encoding", f"not valid UTF-8 (byte {e.start})", raw)
-    except (ValueError, RecursionError) as e:
-        return quarantine(where, None, "bad_json", f"not valid JSON: {str(e)[:120]}", raw)
-    if not isinstance(obj, dict):
-        return quarantine(where, None, "bad_type", f"a record must be a JSON object, got {type(obj).__name__}", raw)
-    return obj
-
-
 def parse_definition(raw: bytes, where: str) -> Definition | Quarantined:
     """One definition file -> Definition, or a rejection naming the field."""
-    d = _load(raw, where)
+    d = decoded_or_quarantined(raw, where, MAX_FILE_BYTES)
     if isinstance(d, Quarantined):
         return d
     name, axes, ins, outs, ref = (d.get(k) for k in ("name", "axes", "inputs", "outputs", "reference"))
@@ -248,7 +233,7 @@ def parse_trace(raw: bytes, where: str, run: str) -> tuple[dict[str, Any], dict[
     """One trace line -> (claim, workload var-axis values), or a rejection."""
     if len(raw) > MAX_LINE_BYTES:
         return quarantine(where, None, "oversized_row", f"trace line is {len(raw)} bytes", raw)
-    t = _load(raw, where)
+    t = decoded_or_quarantined(raw, where, MAX_FILE_BYTES)
     if isinstance(t, Quarantined):
         return t
     definition, wl, sol, ev = t.get("definition"), t.get("workload"), t.get("solution"), t.get("evaluation")
@@ -336,7 +321,7 @@ def parse_solution(raw: bytes, where: str, run: str, defs: dict[str, Definition]
                    cards: dict[str, TaskCard | TaskReject], claimed: dict[str, float | None],
                    seen: set[str]) -> RawAttempt | Quarantined:
     """One solution file -> an attempt (its sources wrapped into a `run(*inputs)` module) or a rejection."""
-    s = _load(raw, where)
+    s = decoded_or_quarantined(raw, where, MAX_FILE_BYTES)
     if isinstance(s, Quarantined):
         return s
     name, definition, author, spec = (s.get(k) for k in ("name", "definition", "author", "spec"))
