@@ -25,6 +25,7 @@ import operator
 import os
 import sys
 import time
+import types
 
 _START = _thread.start_new_thread  # bound before the audit hook's thread watcher wraps the module's name
 _LOCK = _thread.allocate_lock
@@ -32,9 +33,56 @@ _SENTINEL = getattr(_thread, "_set_sentinel", None)  # 3.11/3.12: released when 
 _NATIVE_ID = _thread.get_native_id
 _STAT = os.stat
 _SLEEP = time.sleep
+RETURN_MARK = "kerneltraj-return"
+"""Recorded on a candidate thread after its work returned: an observed call without it ran unrecorded
+(grader/observe.py)."""
 
 
-def _trampoline(box, go, done, parked, sentinel, graveyard, stacks, fmt, warm):
+def sealed(fn, **names):
+    """A copy of `fn` whose globals hold only `names` and the builtins. Every function of the worker's that
+    candidate code can find (the bottom frame of its thread, the work that thread runs, the hooks installed
+    in libraries it calls) is such a copy: its globals would otherwise be a module of the grader's, whose
+    classes and functions the worker's main thread calls after candidate code has run."""
+    copy = types.FunctionType(fn.__code__, {"__builtins__": builtins, **names}, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    return copy
+
+
+def unlisted(prefixes: tuple[str, ...] = ("grader",)) -> None:
+    """Take the grader's modules out of `sys.modules` (and `__main__`, which may be one of them), once the
+    worker holds everything it needs: a candidate then finds no module of the worker's to change, and one it
+    imports afresh is a copy nobody calls."""
+    for name in [n for n in sys.modules if n.split(".")[0] in prefixes]:
+        sys.modules.pop(name, None)
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    here = os.path.dirname(os.path.realpath(__file__)) + os.sep
+    if main is not None and (str(getattr(spec, "name", "")).split(".")[0] in prefixes
+                             or os.path.realpath(str(getattr(main, "__file__", ""))).startswith(here)):
+        sys.modules["__main__"] = types.ModuleType("__main__")
+
+
+def make_modules_check(names: list[str], _modules=sys.modules, _get=dict.get, _id=id, _type=type, _tuple=tuple):
+    """A check that the modules the worker's main thread uses by name later (`import torch` inside a function,
+    `torch.empty`) are still the ones it loaded, of the plain module type: an entry replaced in `sys.modules`
+    would hand it the candidate's, and a module whose class was swapped runs the candidate's attribute lookup."""
+    names = [n for n in names if n in _modules]
+    mods = [_modules[n] for n in names]
+    base = _tuple(_id(m) for m in mods) + _tuple(_id(_type(m)) for m in mods)
+
+    def check() -> list[str]:
+        now = _tuple(_id(_get(_modules, n)) for n in names) + _tuple(_id(_type(m)) for m in mods)
+        if now == base:
+            return []
+        k = len(names)
+        return ([f"replaced the module {n} in sys.modules" for n, a, b in zip(names, base[:k], now[:k]) if a != b]
+                + [f"changed the class of the module {n}" for n, a, b in zip(names, base[k:], now[k:]) if a != b])
+
+    return check
+
+
+def _trampoline(box, go, done, parked, sentinel, graveyard, stacks, fmt, warm, mark):
     """The bottom frame of every candidate thread. Its locals are all the candidate can find below its
     own frames, and none of them belongs to the worker."""
     box[4] = _NATIVE_ID()
@@ -51,6 +99,9 @@ def _trampoline(box, go, done, parked, sentinel, graveyard, stacks, fmt, warm):
         box[0] = fn(*args)
     except BaseException as e:  # noqa: BLE001 - formatted here: its __str__ is the candidate's code
         box[1] = fmt(e)
+    if mark is not None:  # absent from an observed call's record: the recording was off on this thread
+        with mark(RETURN_MARK):
+            pass
     if stacks is not None:
         left = [name for name, depth in zip(("torch function mode", "torch dispatch mode"), stacks()) if depth]
         if left:
@@ -63,74 +114,79 @@ class CandidateRunner:
 
     `park` starts the thread and waits until it is ready (the last work's objects dropped, its CUDA
     state made); `go` hands it the work. Between the two the worker can poison memory and start its
-    clock, so neither the thread's start nor the drop happens inside a timed call."""
+    clock, so neither the thread's start nor the drop happens inside a timed call.
 
-    def __init__(self, fmt, stacks=None, warm=None):
-        self._fmt = fmt
-        self._stacks = stacks
-        self._warm = warm
-        self.graveyard: list = []
+    The methods are closures made here, with everything they call bound now: the worker's main thread
+    calls them after candidate code has run in the process, and a name they looked up then (a module
+    global, a method of this class) could have been replaced to run the candidate's Python on that thread."""
+
+    def __init__(self, fmt, stacks=None, warm=None, mark=None):
+        graveyard: list = []
+        self.graveyard = graveyard
         """Everything the candidate's last piece of work touched; cleared on its next thread."""
+        new_lock, start, sentinel, gone = _LOCK, _START, _SENTINEL, _gone
+        tramp = sealed(_trampoline, _NATIVE_ID=_NATIVE_ID, RETURN_MARK=RETURN_MARK)
+        nothing = sealed(_nothing)
 
-    def park(self) -> tuple:
-        box = [None] * 6  # result, (kind, error text), state note, sentinel, thread id, work
-        go, done, parked = _LOCK(), _LOCK(), _LOCK()
-        go.acquire()
-        done.acquire()
-        parked.acquire()
-        _START(_trampoline, (box, go, done, parked, _SENTINEL, self.graveyard, self._stacks, self._fmt,
-                             self._warm))
-        parked.acquire()
-        return box, go, done
+        def park() -> tuple:
+            box = [None] * 6  # result, (kind, error text), state note, sentinel, thread id, work
+            go_, done, parked = new_lock(), new_lock(), new_lock()
+            go_.acquire()
+            done.acquire()
+            parked.acquire()
+            start(tramp, (box, go_, done, parked, sentinel, graveyard, stacks, fmt, warm, mark))
+            parked.acquire()
+            return box, go_, done
 
-    def go(self, parked: tuple, fn, args) -> list:
-        """fn(*args) on the parked thread; returns [result, (kind, error text) or None, state note or None,
-        ...] as soon as fn has returned. `settle` it before anything else runs; bury it once what is needed
-        is copied out of it."""
-        box, go, done = parked
-        box[5] = (fn, args)
-        go.release()
-        done.acquire()
-        return box
+        def go(parked: tuple, fn, args) -> list:
+            """fn(*args) on the parked thread; returns [result, (kind, error text) or None, state note or None,
+            ...] as soon as fn has returned. `settle` it before anything else runs; bury it once what is needed
+            is copied out of it."""
+            box, go_, done = parked
+            box[5] = (fn, args)
+            go_.release()
+            done.acquire()
+            return box
 
-    @staticmethod
-    def settle(box: list) -> None:
-        """Wait until the thread that filled `box` has ended: its thread-local objects are gone (their
-        finalisers ran there), and so is the thread, so the parent's thread count sees no leftover."""
-        if box[3] is not None:
-            box[3].acquire()
-        _gone(box[4])
+        def settle(box: list) -> None:
+            """Wait until the thread that filled `box` has ended: its thread-local objects are gone (their
+            finalisers ran there), and so is the thread, so the parent's thread count sees no leftover."""
+            if box[3] is not None:
+                box[3].acquire()
+            gone(box[4])
 
-    def run(self, fn, args) -> list:
-        box = self.go(self.park(), fn, args)
-        self.settle(box)
-        return box
+        def run(fn, args) -> list:
+            box = go(park(), fn, args)
+            settle(box)
+            return box
 
-    def release(self, parked: tuple) -> None:
-        """End a parked thread whose work is not needed after all (the worker failed before the call)."""
-        self.settle(self.go(parked, _nothing, ()))
+        def release(parked: tuple) -> None:
+            """End a parked thread whose work is not needed after all (the worker failed before the call)."""
+            settle(go(parked, nothing, ()))
 
-    def bury(self, *objects) -> None:
-        """Hand objects the candidate touched to the next candidate thread to drop."""
-        self.graveyard.extend(objects)
+        def bury(*objects) -> None:
+            """Hand objects the candidate touched to the next candidate thread to drop."""
+            graveyard.extend(objects)
+
+        self.park, self.go, self.settle, self.run, self.release, self.bury = park, go, settle, run, release, bury
 
 
 def _nothing() -> None:
     return None
 
 
-def _gone(tid: int | None, wait_s: float = 2.0) -> None:
+def _gone(tid: int | None, wait_s: float = 2.0, _stat=_STAT, _sleep=_SLEEP, _int=int, _range=range) -> None:
     """Wait until the OS thread `tid` of this process has exited (its /proc entry is gone). A thread
     still there after `wait_s` is left for the parent's thread count to see."""
     if tid is None:
         return
     path = f"/proc/self/task/{tid}"
-    for i in range(int(wait_s / 1e-4)):
+    for i in _range(_int(wait_s / 1e-4)):
         try:
-            _STAT(path)
+            _stat(path)
         except OSError:
             return
-        _SLEEP(0 if i < 100 else 1e-4)
+        _sleep(0 if i < 100 else 1e-4)
 
 
 def torch_stacks():
@@ -138,7 +194,7 @@ def torch_stacks():
     import torch
 
     f, d = torch._C._len_torch_function_stack, torch._C._len_torch_dispatch_stack
-    return lambda: (f(), d())
+    return sealed(lambda: (f(), d()))
 
 
 def make_signal_check(_open=open, _int=int):

@@ -24,8 +24,10 @@ from grader.contract import (GRADER_VERSION, GradeRequest, GradeResult, Reason, 
                              geomean, reward)
 from grader.inputs import derive_seed, make_inputs, resolve_specs
 from grader.launcher import Slot, WorkerConn
-from grader.statics import declared_kernels, ran_own_kernel, static_findings
-from grader.taskcard import DTYPE_BYTES, STRUCTURAL_OPS, TaskCard, bytes_floor, resolve_shape, size_key
+from grader.statics import (declared_kernels, declared_triton_kernels, host_compute, library_kernels,
+                            ran_own_kernel, static_findings)
+from grader.taskcard import (DTYPE_BYTES, STRUCTURAL_OPS, TaskCard, bytes_floor, pytorch_allowed, resolve_shape,
+                              size_key)
 from grader.timing import median, median_ci, quantile
 
 
@@ -136,7 +138,10 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         if req.language == "cuda" and not cuda:
             raise Floor(Status.UNSUPPORTED_ON_BACKEND, Reason.UNSUPPORTED,
                         "CUDA candidates need a CUDA device; this grader runs on CPU")
-        for finding in static_findings(req.source):
+        findings = static_findings(req.source, req.language)
+        if req.language == "pytorch" and card.pytorch_ops:
+            findings += host_compute(req.source, lists=False)
+        for finding in findings:
             raise Floor(Status.CHEAT_FLAGGED, finding.code, finding.detail)
         sizes = card.sizes(profile)
         if not sizes:
@@ -149,7 +154,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles)
         sandbox_layers = conn.hello.get("sandbox", {})
-        g.own_kernels = declared_kernels(req.source) if req.language == "cuda" else []
+        g.own_kernels = (declared_kernels(req.source) if req.language == "cuda"
+                         else declared_triton_kernels(req.source) if req.language == "triton" else [])
         phases["startup"] = time.perf_counter() - t
         t = time.perf_counter()
         source, entry = req.source, req.entry_point
@@ -261,8 +267,10 @@ class _Grade:
     digests: dict = field(default_factory=dict)
     """seed -> digest of the task-made inputs handed out for it, checked when the reference makes them again."""
     own_kernels: list = field(default_factory=list)
-    """The `__global__` kernels a cuda candidate's source declares (`statics.declared_kernels`): the profiled
-    call must run one of them (graph replay of library kernels passes the aten-op rule: H200 run 24, L3:T28)."""
+    """The `__global__` kernels a cuda candidate's source declares (`statics.declared_kernels`), or the `@triton.jit`
+    functions of a Triton candidate's: every observed call after the check calls must run one of them on the
+    device (graph replay of library kernels passes the aten-op rule: H200 run 24, L3:T28; the launch records a
+    Triton hook keeps live in the worker's memory, where a candidate could forge them)."""
     build_failed: str = ""
     """The error of the candidate's first extension build that raised at load (it may have fallen back)."""
     slack_used: float = 0.0
@@ -302,10 +310,13 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     elem = DTYPE_BYTES[card.output_dtype]
     sz = _Size(key=size_key(size), hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape,
                out_nbytes=elem * _prod(out_shape), given=card.inputs_from == "task")
+    _watch(g, g.conn, True)
     worst = _check_size(g, sz)
     t = time.perf_counter()
-    cand_ms, exp_ms, timed, late_ms, watched = _time_size(g, sz)
+    observed: list[dict] = []
+    cand_ms, exp_ms, timed, late_ms, watched = _time_size(g, sz, observed)
     g.phases["timing"] += time.perf_counter() - t
+    _judge_observed(g, sz, observed)
     worst = max(worst, _verify_timed(g, sz, timed))
     cand_ms = [c + late_ms for c in cand_ms]
     logs = [math.log2(max(e, 1e-9) / max(c, 1e-9)) for e, c in zip(exp_ms, cand_ms)]
@@ -324,14 +335,9 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
 
 
 def _check_size(g: _Grade, sz: _Size) -> float:
-    """Fully verified calls (the last one profiled for op names and kernels when the size has no warm-up
-    pairs); the worst error seen."""
+    """Fully verified calls; the worst error seen."""
     worst = 0.0
     t = time.perf_counter()
-    # One call of every size is profiled: a library fallback taken only at some sizes shows. Where the
-    # size has warm-up pairs (the GPU effort) it is one of the timing loop's calls, at a place drawn by the
-    # parent (`_time_size`); only without them (the CPU effort) is it the last check call here.
-    profiled = g.effort.check_calls - 1 if g.effort.warmup_pairs == 0 else None
     for i in range(g.effort.check_calls):
         seed = derive_seed(g.seed, sz.key, "check", i)
         t_call = time.perf_counter()
@@ -341,7 +347,7 @@ def _check_size(g: _Grade, sz: _Size) -> float:
         compiling = g.first_call
         g.first_call = False
         with (contextlib.nullcontext() if compiling else _hold(g, "shared")):
-            reply = _cand_call(g, sz, seed, keep_inputs=True, profile=i == profiled)
+            reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
         if compiling:  # charged to compilation
             g.phases["compile"] += time.perf_counter() - t_call
             t += time.perf_counter() - t_call
@@ -354,26 +360,35 @@ def _check_size(g: _Grade, sz: _Size) -> float:
     return worst
 
 
-def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float, dict | None]:
+def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list) -> list[dict]:
+    """The drawn call of a size's timing loop, alone in an observation with the device traced; its record."""
+    _watch(g, g.conn, True)
+    timed.append((_cand_call(g, sz, seed, keep_inputs=False, tag="timed", trace=True)["idx"], seed))
+    return _watch(g, g.conn, False)
+
+
+def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, float, dict | None]:
     """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
     same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
     the pairs' log-ratios: drift in clocks or temperature moves both calls of a pair alike. Returns
     (candidate ms, expert ms, [(output index, seed)] of the candidate's calls, late ms, what the device
-    watch saw meanwhile)."""
+    watch saw meanwhile); the observed calls' records are added to `observed`."""
     eff = g.effort
     max_reps = max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(sz.out_nbytes, 1)))
-    # The profiled call (its ops against the forbidden ops and the own-kernel rule, its kernels' streams) is
-    # drawn among the warm-up and timed calls, after the check calls: a size's first calls hold what runs
-    # once per process or shape (library handles set up on their own streams, cuDNN's benchmark search, a
-    # CUDA graph or torch.compile's recording on a side stream), which the timed calls do not repeat (H200
-    # runs 18, 22 and 23 floored real attempts for it at a fixed first or second call), and a candidate that
-    # counts its calls cannot know which one is watched. Its pair is not timed; a draw past the loop's end
-    # is an extra call after it.
-    probe_at = g.rng.randrange(eff.warmup_pairs + max_reps) if eff.warmup_pairs else None
+    # Observed (grader/observe.py): the check calls, the warm-up calls and one call drawn among the warm-up and timed
+    # calls, which also runs with the device's kernels traced (its kernels against the own-kernel and library
+    # rules, their streams) and whose pair is not timed (a draw past the loop's end is an extra call). The other
+    # timed calls run with no recording at all: a session over them made every call of 40 us time at 0.1-0.4 ms
+    # and the experts score -0.1 against themselves (H200 runs 26 and 27). What Python can ask of the recording
+    # reads the same in every call, observed or not. The draw comes after the check calls: a size's first calls
+    # hold what runs once per process or shape (library handles on their own streams, cuDNN's benchmark
+    # search: H200 runs 18, 22 and 23).
+    trace_at = g.rng.randrange(eff.warmup_pairs + max_reps)
     expert = _expert_worker(g)
     t = time.perf_counter()
-    with _hold(g, "shared"):  # the expert's first call at a size may compile; profiled, as the candidate's
-        _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"), profile=True)
+    _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
+    with _hold(g, "shared"):  # the expert's first call at a size may compile
+        _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"))
     g.phases["expert"] += time.perf_counter() - t
     cand_ms, exp_ms, logs, timed, gaps = [], [], [], [], ([], [])
     with _hold(g, "exclusive"):
@@ -381,20 +396,22 @@ def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float, dict | No
         for w in range(eff.warmup_pairs):
             seed = derive_seed(g.seed, sz.key, "warmup", w)
             _expert_call(g, expert, sz, seed)
-            timed.append((_cand_call(g, sz, seed, keep_inputs=False, profile=probe_at == w)["idx"], seed))
+            timed.append((_cand_call(g, sz, seed, keep_inputs=False, tag="warmup", trace=trace_at == w)["idx"], seed))
+        observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
+        _watch(g, expert, False)
         t_size = time.monotonic()
         for r in range(max_reps):
             seed = derive_seed(g.seed, sz.key, "time", r)
-            watched_call = probe_at == eff.warmup_pairs + r
+            if trace_at == eff.warmup_pairs + r:  # the drawn call: observed and traced, never timed
+                observed.extend(_traced_call(g, sz, seed, timed))
+                continue
             if r % 2:
-                c = _cand_call(g, sz, seed, keep_inputs=False, profile=watched_call)
+                c = _cand_call(g, sz, seed, keep_inputs=False, tag="timed")
                 e = _expert_call(g, expert, sz, seed)
             else:
                 e = _expert_call(g, expert, sz, seed)
-                c = _cand_call(g, sz, seed, keep_inputs=False, profile=watched_call)
+                c = _cand_call(g, sz, seed, keep_inputs=False, tag="timed")
             timed.append((c["idx"], seed))
-            if watched_call:  # the profiler's own cost is in this call: verified, never timed
-                continue
             cand_ms.append(c["ms"])
             exp_ms.append(e["ms"])
             gaps[0].append(e.get("gap_ms", 0.0))
@@ -404,9 +421,8 @@ def _time_size(g: _Grade, sz: _Size) -> tuple[list, list, list, float, dict | No
                 lo, hi = median_ci(logs)
                 if (hi - lo) / 2 <= eff.target_log2_halfwidth or time.monotonic() - t_size > eff.size_budget_s:
                     break
-        if probe_at is not None and probe_at > eff.warmup_pairs + r:  # the draw fell past the loop's end
-            seed = derive_seed(g.seed, sz.key, "profiled")
-            timed.append((_cand_call(g, sz, seed, keep_inputs=False, profile=True)["idx"], seed))
+        if trace_at > eff.warmup_pairs + r:  # the draw fell past the loop's end
+            observed.extend(_traced_call(g, sz, derive_seed(g.seed, sz.key, "traced"), timed))
         watched = None
         if mark is not None:  # still alone on the device: the pair is named, every other process reported
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
@@ -464,12 +480,11 @@ def _expert_worker(g: _Grade) -> WorkerConn:
     return g.expert
 
 
-def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, profile: bool = False,
-                 keep: bool = False) -> dict:
+def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False) -> dict:
     """One call of the expert, exactly as a candidate's timed call is made; the worker's reply. Its output
     is kept only when asked (`_expert_output`): the expert is trusted, and the candidate's kept outputs
     already fill the budget."""
-    msg, fd = _call_msg(g, sz, seed, keep_inputs=False, profile=profile)
+    msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert")
     msg["keep"] = keep
     t = time.monotonic()
     try:
@@ -486,10 +501,11 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, profile: b
     return reply
 
 
-def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, profile: bool) -> tuple[dict, int | None]:
+def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False
+              ) -> tuple[dict, int | None]:
     """A call's message, and the descriptor of its inputs when the task makes them itself."""
     msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": keep_inputs,
-           "profile": profile}
+           "tag": tag, "trace": trace}
     if not sz.given:
         return msg, None
     given, fd = _task_inputs(g, sz, seed)
@@ -535,9 +551,9 @@ def _given_tensors(g: _Grade, sz: _Size, seed: int) -> list:
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's inputs could not be read: {e}") from None
 
 
-def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, profile: bool = False) -> dict:
+def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False) -> dict:
     card, slot = g.task.card, g.slot
-    msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, profile=profile)
+    msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, tag=tag, trace=trace)
     reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd)
     _check_guards(g.conn, reply, slot)
     if not reply.get("ok"):
@@ -571,28 +587,104 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, profile: bool
             raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
                         "no @triton.jit kernel of the candidate was given the output it returned: its own kernels "
                         "must write the answer")
-    if reply.get("ops"):
-        hit = sorted(set(reply["ops"]) & set(card.forbidden_ops))
+    g.kernels.extend(k.split(":", 1)[1] for k in reply.get("launches", {}))
+    return reply
+
+
+def _watch(g: _Grade, conn: WorkerConn, on: bool) -> list[dict]:
+    """Open (on) or close the observation of a worker's calls (grader/observe.py); closing returns its
+    record per call. The twin's is opened and closed at the same points as the candidate's and not judged."""
+    if conn is not g.conn:
+        t = time.monotonic()
+        try:
+            reply, _, _ = conn.request({"op": "watch", "on": on, "report": False}, EXPERT_TIMEOUT_S)
+        except (OSError, wire.WireError) as e:
+            g.slot.drop_expert(g.task.expert_key)
+            raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker died: {e}") from None
+        g.waited_s += time.monotonic() - t  # the twin's time is the grader's, not the attempt's
+        conn.drain_audit()
+        if not reply.get("ok") and on:
+            g.slot.drop_expert(g.task.expert_key)
+            raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's observation failed: {_tail(reply.get('error', ''))}")
+        return []
+    reply, _, _ = _request(conn, {"op": "watch", "on": on}, g.remaining)
+    _check_guards(conn, reply, g.slot)
+    if not reply.get("ok"):
+        raise Floor(Status.RUNTIME_ERROR, Reason.EXCEPTION, f"the observation of the calls failed: "
+                                                             f"{_tail(reply.get('error', ''))}")
+    return reply.get("calls", [])
+
+
+_CODEGEN_RECORDS = ("Torch-Compiled Region", "CompiledFxGraph", "inductor", "dynamo")
+"""Records a compiled region leaves where its ops would be: code torch generated, which no op rule can judge."""
+
+
+def _base_op(op: str) -> str:
+    """An op's name without its in-place or out-variant mark: `aten::cumsum_` is `aten::cumsum`."""
+    return op.removesuffix("_out").rstrip("_") if "::" in op else op
+
+
+def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
+    """Every call of the size, as the observation saw it. The library rules apply to every call; the rules on
+    kernels (own kernels, library kernels, streams, trips through the host) to the call whose device was traced
+    (`_time_size` draws it after the check calls)."""
+    card, lang = g.task.card, g.req.language
+    allowed = pytorch_allowed(card) if lang == "pytorch" else STRUCTURAL_OPS | set(card.own_kernel_ops)
+    forbidden = {_base_op(op) for op in card.forbidden_ops}
+    built = f" (its own extension failed to build at load: {g.build_failed[-300:]})" if g.build_failed else ""
+    for n, call in enumerate(calls):
+        where = f"call {n + 1} of size {sz.label} ({call.get('tag') or '?'})"
+        if not call.get("seen") or not call.get("returned"):
+            raise Floor(Status.CHEAT_FLAGGED, Reason.INTERPRETER_STATE,
+                        f"{where} ran unrecorded: the recording of ops was switched off "
+                        f"{'for the whole worker' if not call.get('seen') else 'on the candidate thread'}; "
+                        "every call is observed, and the observation may not be turned off")
+        ops = {op for op in call.get("ops", []) if "::" in op or op.startswith(_CODEGEN_RECORDS)}
+        generated = sorted(op for op in ops if op.startswith(_CODEGEN_RECORDS))
+        if generated:
+            raise Floor(Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE,
+                        f"{where} ran code torch generated ({', '.join(generated[:3])}), which records none of the ops "
+                        "it computes: no rule of the task could judge it")
+        hit = sorted(op for op in ops if _base_op(op) in forbidden)
         if hit:
             raise Floor(Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP,
-                        f"called {', '.join(hit)}, the library op that does the whole task")
-        if g.req.language in ("triton", "cuda"):
-            allowed = STRUCTURAL_OPS | set(card.own_kernel_ops)
-            extra = sorted(op for op in set(reply["ops"]) if op.startswith("aten::") and op not in allowed)
-            if extra:
+                        f"{where} called {', '.join(hit)}, the library op that does the whole task")
+        extra = sorted(op for op in ops if allowed is not None and op not in allowed)
+        if extra and lang == "pytorch":
+            raise Floor(Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP,
+                        f"{where} called {', '.join(extra[:6])}: a PyTorch candidate of {card.task_id} may compute "
+                        f"with {', '.join(card.pytorch_ops)} ops only, never a library op that does a part of the "
+                        "task's work for it")
+        if extra:
+            raise Floor(Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE,
+                        f"{where}: a {lang} candidate computed with library ops {', '.join(extra[:6])}: only "
+                        f"memory, layout and dtype ops are allowed beside its own kernels{built}")
+        if call.get("tag") == "check" or not call.get("kernels"):  # kernel rules: the traced call
+            continue
+        if call.get("foreign"):
+            raise Floor(Status.CHEAT_FLAGGED, Reason.TIMING_ESCAPED,
+                        f"{where} launched {', '.join(call['foreign'][:5])} on a stream other than the caller's: "
+                        "work must be ordered on the stream the kernel is called on")
+        kernels = call.get("kernels", [])
+        if lang in ("cuda", "triton") and kernels and not ran_own_kernel(g.own_kernels, kernels, lang == "triton"):
+            seen = ", ".join(k[:60] for k in kernels[:4])
+            raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
+                        f"{where}: a {lang} candidate ran none of the {len(g.own_kernels)} kernels it declares "
+                        f"({', '.join(g.own_kernels[:4])}); the device ran only {seen}{built}")
+        through_host = [k for k in kernels if "DtoH" in k or "HtoD" in k]
+        if (lang != "pytorch" or allowed is not None) and any("DtoH" in k for k in through_host) \
+                and any("HtoD" in k for k in through_host):
+            raise Floor(Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE,
+                        f"{where} copied data to the host and back ({', '.join(through_host[:2])}): the answer is "
+                        "computed on the device, by the candidate's own kernels or the ops its task allows")
+        if lang in ("cuda", "triton") and not card.own_kernel_ops:
+            lib = library_kernels(g.own_kernels, kernels, lang == "triton")
+            if lib:
                 raise Floor(Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE,
-                            f"a {g.req.language} candidate computed with library ops {', '.join(extra[:6])}: only "
-                            "memory, layout and dtype ops are allowed beside its own kernels"
-                            + (f" (its own extension failed to build at load: {g.build_failed[-300:]})"
-                               if g.build_failed else ""))
-    if g.req.language == "cuda" and reply.get("kernels") and not ran_own_kernel(g.own_kernels, reply["kernels"]):
-        seen = ", ".join(k[:60] for k in reply["kernels"][:4])
-        built = f" (its own extension failed to build at load: {g.build_failed[-300:]})" if g.build_failed else ""
-        raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
-                    f"a cuda candidate ran none of the {len(g.own_kernels)} kernels it declares "
-                    f"({', '.join(g.own_kernels[:4])}); the device ran only {seen}{built}")
-    g.kernels.extend(reply.get("kernels", []) or [k.split(":", 1)[1] for k in reply.get("launches", {})])
-    return reply
+                            f"{where}: the device ran library kernels beside the {lang} candidate's own: "
+                            f"{', '.join(k[:80] for k in lib[:3])}; an own-kernel candidate's calls may run its "
+                            f"own kernels and memory movement only{built}")
+        g.kernels.extend(kernels)
 
 
 def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Verdict:

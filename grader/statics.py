@@ -21,6 +21,36 @@ _DISPATCH_NAMES = {"library", "redispatch", "_ops", "_python_dispatch", "overrid
                    "_IncludeDispatchKeyGuard", "_AutoDispatchBelowAutograd", "DispatchKeySet", "DispatchKey"}
 
 
+# Switches of the observation every call runs under (grader/observe.py), by the names a source would write:
+# torch's op recording and profiler from Python or from an extension's C++ (its state too: every call is
+# observed, so asking is only the first half of a cheat that would run the library when unobserved), CUPTI,
+# CPython's eval hooks, and the dispatcher's below-the-record entry points in C++. Read in the whole text (an
+# extension's C++ is a string of the Python source); no kernel needs any of them.
+_SWITCHES = re.compile(r"\b(?:\w*RecordFunction\w*|_enable_record_function|_clear_callbacks|_prepare_profiler|"
+                       r"_enable_profiler\w*|_disable_profiler\w*|_toggle_collection_dynamic|clearCallbacks|"
+                       r"clearGlobalCallbacks|clearThreadLocalCallbacks|disableProfiler\w*|cupti\w*|kineto\w*|"
+                       r"PyEval_Set\w+|profiler|_profiler\w*|profiler_\w*|_is_profiler_enabled|record_function)\b")
+# The dispatcher's own entry points below the record, in an extension's C++ (the Python ones are _DISPATCH_NAMES).
+_CPP_DISPATCH = re.compile(r"\b(?:\w*DispatchKeyGuard|ExcludeDispatchKey\w*|AutoDispatchBelow\w*|c10::Dispatcher|"
+                           r"callBoxed|redispatch\w*)\b")
+# Ways to reach a function's hidden state (its defaults, closure cells, globals): the worker's launch hooks
+# and refusals are functions, and their state is the grader's.
+# Native calls and raw memory: ctypes reaches past every rule a Python-level worker can keep (a function's
+# address, a write anywhere). No kernel needs it; an extension is built through torch's loader instead.
+_NATIVE = re.compile(r"\b(?:ctypes|_ctypes|cffi)\b")
+_INTROSPECTION = re.compile(r"\b(?:__closure__|cell_contents|__kwdefaults__|__defaults__|__globals__|f_globals|"
+                            r"f_locals|f_builtins|gi_frame|tb_frame|_cdata|_ZN\w*|at::native)\b")
+
+
+# Host-side computation: the answer computed by a host library the observation cannot see (numpy is no
+# dispatcher op), copied in by an allowed op or a token kernel of the candidate's own. On a GPU the trip through
+# the host shows in the trace (grader/session.py); these are the words that bring it in.
+_HOST_COMPUTE = re.compile(r"\b(?:numpy|from_numpy|tolist|scipy)\b")
+# Code generation by the library: a compiled region records no op of what it computes (torch.compile of the
+# task's own op), so the observation could not judge it. No candidate language is "whatever inductor makes".
+_CODEGEN = re.compile(r"\btorch\s*\.\s*compile\b|\b_dynamo\b|\b_inductor\b|\bdynamo\b|\binductor\b")
+
+
 @dataclass(frozen=True)
 class Finding:
     """One static reason to floor a candidate."""
@@ -29,13 +59,54 @@ class Finding:
     detail: str
 
 
-def static_findings(source: str) -> list[Finding]:
+def host_compute(source: str, lists: bool = True) -> list[Finding]:
+    """A host library brought in to compute (numpy, scipy; with `lists`, `tolist` too): refused for own-kernel
+    candidates, and, without `lists`, for PyTorch candidates of a card that names the ops they may use (a
+    constant such as `np.log2(8)` in a KernelBench module is fine where the card lists no ops; a row printed
+    with `tolist` while debugging is fine anywhere a PyTorch candidate computes)."""
+    for m in _HOST_COMPUTE.finditer(source):
+        if m.group(0) == "tolist" and not lists:
+            continue
+        return [Finding(Reason.LIBRARY_COMPUTE, f"line {source.count(chr(10), 0, m.start()) + 1}: brings in "
+                                                f"{m.group(0)}: a host library computing the answer is neither the "
+                                                "candidate's own kernel nor an op the task allows")]
+    return []
+
+
+def static_findings(source: str, language: str = "") -> list[Finding]:
     """Findings in source order; a source that does not parse is left to the worker (compile_error)."""
+    found: list[Finding] = []
+    for m in _CODEGEN.finditer(source):
+        found.append(Finding(Reason.LIBRARY_COMPUTE, f"line {source.count(chr(10), 0, m.start()) + 1}: uses "
+                                                     f"{m.group(0)}: code torch generates records none of the ops it "
+                                                     "computes, so no rule of the task could judge it"))
+        break
+    if language in ("triton", "cuda"):
+        found += host_compute(source)
+    for m in _SWITCHES.finditer(source):
+        found.append(Finding(Reason.INTERPRETER, f"line {source.count(chr(10), 0, m.start()) + 1}: names "
+                                                 f"{m.group(0)[:60]}, a switch of the observation every call runs "
+                                                 "under; a kernel never needs it"))
+        break
+    for m in _CPP_DISPATCH.finditer(source):
+        found.append(Finding(Reason.DISPATCHER_ESCAPE, f"line {source.count(chr(10), 0, m.start()) + 1}: reaches "
+                                                       f"past torch's dispatcher ({m.group(0)[:60]}); kernels are "
+                                                       "called, never registered or redispatched"))
+        break
+    for m in _NATIVE.finditer(source):
+        found.append(Finding(Reason.INTERPRETER, f"line {source.count(chr(10), 0, m.start()) + 1}: uses {m.group(0)}: "
+                                                 "native calls and raw memory reach past every rule of the worker "
+                                                 "(build an extension through torch's loader instead)"))
+        break
+    for m in _INTROSPECTION.finditer(source):
+        found.append(Finding(Reason.INTERPRETER, f"line {source.count(chr(10), 0, m.start()) + 1}: reads "
+                                                 f"{m.group(0)}, the hidden state of functions (the grader's are "
+                                                 "among them)"))
+        break
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
-    found: list[Finding] = []
+        return found
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             for base in node.bases:
@@ -95,10 +166,45 @@ def declared_kernels(source: str) -> list[str]:
     return sorted({m.group(1) for m in _GLOBAL.finditer(text)})
 
 
-def ran_own_kernel(declared: list[str], kernels: list[str]) -> bool:
+def declared_triton_kernels(source: str) -> list[str]:
+    """Names of the functions a candidate's source decorates with a Triton JIT (`@triton.jit`, `@jit`, or under
+    `@triton.autotune`/`@triton.heuristics`): the kernels the device runs carry them. Empty: none found."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            names.add(node.name)
+    return sorted(names)
+
+
+def ran_own_kernel(declared: list[str], kernels: list[str], prefix: bool = False) -> bool:
     """Whether any kernel the profiler saw carries one of the declared names (as a whole identifier: a
-    template's `void ns::name<float>(...)` or an `extern "C"` kernel's `name(...)` alike)."""
+    template's `void ns::name<float>(...)` or an `extern "C"` kernel's `name(...)` alike; with `prefix`, a
+    name the compiler extended, as older Triton releases did with a signature suffix)."""
     if not declared:
         return True
-    pattern = re.compile(r"(?<![A-Za-z0-9_])(?:" + "|".join(map(re.escape, declared)) + r")(?![A-Za-z0-9_])")
-    return any(pattern.search(k) for k in kernels)
+    own = _own_pattern(declared, prefix)
+    return any(own(k) for k in kernels)
+
+
+def _own_pattern(declared: list[str], prefix: bool):
+    names = "|".join(map(re.escape, declared))
+    if prefix:  # the whole name, or with a Triton signature suffix (`_0d1d2de`)
+        return re.compile(r"(?:" + names + r")(?:_\d[0-9a-z]*)?").fullmatch
+    return re.compile(r"(?<![A-Za-z0-9_])(?:" + names + r")(?![A-Za-z0-9_])").search
+
+
+# Kernels that move memory and never compute: the worker's own L2 flush and output copy, and what the
+# structural ops an own-kernel candidate may call (`taskcard.STRUCTURAL_OPS`) launch.
+_STRUCTURAL_KERNEL = re.compile(r"Memset|Memcpy|memset|memcpy|FillFunctor|fill_kernel|direct_copy_kernel|"
+                                r"copy_kernel|CatArrayBatchedCopy|copy_device_to_device|arange")
+
+
+def library_kernels(declared: list[str], kernels: list[str], prefix: bool = False) -> list[str]:
+    """Kernels of an own-kernel candidate's call that are neither its own (`declared`) nor memory movement:
+    the library computed there, however it was reached (a GEMM its C++ called, a replayed CUDA graph)."""
+    own = _own_pattern(declared, prefix) if declared else (lambda k: False)
+    return [k for k in kernels if not own(k) and not _STRUCTURAL_KERNEL.search(k)]

@@ -81,6 +81,10 @@ class TaskCard:
     """Profiler op names (`aten::_softmax`) a candidate may not call: the reference's own op."""
     own_kernel_ops: tuple[str, ...] = ()
     """Library ops an own-kernel (Triton or CUDA) candidate of this task may call besides STRUCTURAL_OPS."""
+    pytorch_ops: tuple[str, ...] = ()
+    """What a PyTorch candidate of this task may compute with: names of `OP_GROUPS` (and aten op names), on top
+    of STRUCTURAL_OPS and less `forbidden_ops`. An allow-list: an alias, an in-place, private or more general
+    variant of the task's own op is refused like the op itself. Empty: only `forbidden_ops` are refused."""
     tolerances: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Per-dtype (atol, rtol) overrides of DEFAULT_TOLERANCES."""
     hidden_sizes_note: str = ""
@@ -104,9 +108,9 @@ class TaskCard:
     def revision(self) -> str:
         """Content hash of everything that can change a grade."""
         d = dataclasses.asdict(self)
-        for late in ("error_scale", "own_kernel_ops", "init_inputs", "inputs_from"):  # added later: cards
-            if not d[late]:                                                              # without one keep
-                del d[late]                                                              # their revisions
+        for late in ("error_scale", "own_kernel_ops", "init_inputs", "inputs_from", "pytorch_ops"):  # added later:
+            if not d[late]:                                                              # cards without one
+                del d[late]                                                              # keep their revisions
         for spec in d["inputs"]:
             if not spec["post"]:
                 del spec["post"]
@@ -138,10 +142,45 @@ STRUCTURAL_OPS = frozenset(f"aten::{op}" for op in (
     "reshape", "_reshape_alias", "_unsafe_view", "as_strided", "expand", "expand_as", "t", "transpose", "permute",
     "squeeze", "unsqueeze", "flatten", "unflatten", "select", "slice", "narrow", "unbind", "split",
     "split_with_sizes", "chunk", "resolve_conj", "resolve_neg", "_local_scalar_dense", "item", "arange",
-    "result_type"))
+    "result_type", "scalar_tensor", "lift", "lift_fresh_copy", "_has_compatible_shallow_copy_type"))
 """What an own-kernel candidate may ask the library for: memory, layout and dtype, never arithmetic. Any
 other aten op in its call computed part of the answer with the library (threat 17): an allow-list,
 so an alias, an in-place or private variant or a more general op is refused like the op itself."""
+
+
+def _aten(*names: str) -> frozenset[str]:
+    return frozenset(f"aten::{n}" for n in names)
+
+
+OP_GROUPS: dict[str, frozenset[str]] = {
+    "pointwise": _aten(
+        "abs", "add", "add_", "sub", "sub_", "rsub", "mul", "mul_", "div", "div_", "neg", "reciprocal", "square",
+        "exp", "exp_", "exp2", "expm1", "log", "log_", "log2", "log1p", "sqrt", "rsqrt", "pow", "pow_", "tanh", "erf",
+        "erfc", "sigmoid", "relu", "relu_", "sign", "sin", "cos", "floor", "ceil", "round", "trunc", "fmod",
+        "remainder", "maximum", "minimum", "fmax", "fmin", "clamp", "clamp_", "clamp_min", "clamp_max", "where",
+        "masked_fill", "masked_fill_", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+        "logical_not", "bitwise_and", "bitwise_or", "bitwise_not", "isnan", "isinf", "nan_to_num", "lerp", "addcmul",
+        "addcdiv", "logaddexp", "fill", "any", "all"),
+    "reduction": _aten("sum", "mean", "amax", "amin", "max", "min", "prod", "var", "std", "var_mean", "std_mean",
+                       "argmax", "argmin", "norm", "linalg_vector_norm"),
+    "indexing": _aten("cat", "stack", "hstack", "vstack", "gather", "index", "index_select", "take_along_dim",
+                      "repeat", "repeat_interleave", "roll", "flip", "tril", "triu", "one_hot", "pad",
+                      "constant_pad_nd", "masked_select", "nonzero"),
+    "matmul": _aten("mm", "bmm", "matmul", "addmm", "baddbmm", "einsum", "dot", "mv", "bmm_"),
+}
+"""Op groups a card's `pytorch_ops` names: elementwise arithmetic, plain reductions, indexing and data
+movement, and matrix products. None of them holds a fused library op (softmax, a norm layer, an activation
+beyond relu and sigmoid, a scan, a sort, attention, a loss): those stay outside every group."""
+
+
+def pytorch_allowed(card: TaskCard) -> frozenset[str] | None:
+    """The aten ops a PyTorch candidate of `card` may run, or None where the card names no allow-list."""
+    if not card.pytorch_ops:
+        return None
+    allowed = set(STRUCTURAL_OPS)
+    for name in card.pytorch_ops:
+        allowed |= OP_GROUPS.get(name, {name})
+    return frozenset(allowed - set(card.forbidden_ops))
 
 
 def size_key(size: dict[str, int]) -> str:

@@ -5,8 +5,11 @@ ever unpickled: the worker runs untrusted code, and pickle would hand it the par
 """
 from __future__ import annotations
 
+import _socket
+import array
 import fcntl
 import json
+import json.scanner
 import math
 import os
 import socket
@@ -32,36 +35,64 @@ class FrameError(WireError):
     """The peer sent bytes that are not a frame our side of the protocol ever writes (a forged frame)."""
 
 
-def send(sock: socket.socket, header: dict, payload: bytes | memoryview = b"") -> None:
-    h = json.dumps(header, allow_nan=True).encode()
-    sock.sendall(_HDR.pack(len(h), len(payload)) + h)
+# The frame path in C, bound when this module loads (before any candidate code exists in a worker): the JSON
+# encoder and scanner objects and the socket methods of the C socket type. A worker's main thread sends its
+# replies after candidate code has run in its process; a name looked up at that moment (json.dumps, a
+# JSONEncoder method, socket.socket.sendall) could have been replaced to rewrite the reply.
+_ENCODE = json.encoder.c_make_encoder(None, None, json.encoder.encode_basestring_ascii, None, ":", ",", False,
+                                      False, True) if json.encoder.c_make_encoder is not None else None
+_SCAN = json.scanner.c_make_scanner(json.JSONDecoder()) if json.scanner.c_make_scanner is not None else None
+_SENDALL, _RECV_INTO = _socket.socket.sendall, _socket.socket.recv_into
+_SENDMSG, _RECVMSG = _socket.socket.sendmsg, _socket.socket.recvmsg
+
+
+def _dumps(header: dict, _enc=_ENCODE, _join="".join, _dumps=json.dumps) -> bytes:
+    text = _join(_enc(header, 0)) if _enc is not None else _dumps(header, allow_nan=True, separators=(",", ":"))
+    return text.encode()
+
+
+def _loads(raw: bytearray, _scan=_SCAN, _loads=json.loads, _decode=bytearray.decode, _strip=str.strip):
+    text = _strip(_decode(raw))
+    if _scan is None:
+        return _loads(text)
+    obj, end = _scan(text, 0)
+    if end != len(text):
+        raise ValueError(f"extra data after the header's JSON at {end}")
+    return obj
+
+
+def send(sock: socket.socket, header: dict, payload: bytes | memoryview = b"", _enc=_dumps, _pack=_HDR.pack,
+         _sendall=_SENDALL, _len=len) -> None:
+    h = _enc(header)
+    _sendall(sock, _pack(_len(h), _len(payload)) + h)
     if payload:
-        sock.sendall(payload)
+        _sendall(sock, payload)
 
 
-def recv(sock: socket.socket, max_payload: int = MAX_PAYLOAD) -> tuple[dict, bytearray]:
+def recv(sock: socket.socket, max_payload: int = MAX_PAYLOAD, _unpack=_HDR.unpack, _loads=_loads,
+         _isinstance=isinstance) -> tuple[dict, bytearray]:
     """One frame. Sizes are checked against the caps before a byte of the frame is buffered, and the
     payload is the one buffer it was read into (never copied), so a forged size costs nothing."""
     pre = _recv_exact(sock, _HDR.size)
-    hlen, plen = _HDR.unpack(pre)
+    hlen, plen = _unpack(pre)
     if hlen > MAX_HEADER or plen > max_payload:
         raise FrameError(f"frame too large (header {hlen} B, payload {plen} B; this frame may carry at most "
                         f"{MAX_HEADER} B of header and {max_payload} B of payload)")
     try:
-        header = json.loads(_recv_exact(sock, hlen))
-    except ValueError as e:
+        header = _loads(_recv_exact(sock, hlen))
+    except (ValueError, StopIteration) as e:
         raise FrameError(f"header is not JSON: {e}") from None
-    if not isinstance(header, dict):
+    if not _isinstance(header, dict):
         raise FrameError("header is not a JSON object")
     return header, _recv_exact(sock, plen) if plen else bytearray()
 
 
-def _recv_exact(sock: socket.socket, n: int) -> bytearray:
+def _recv_exact(sock: socket.socket, n: int, _recv_into=_RECV_INTO, _memoryview=memoryview) -> bytearray:
     buf = bytearray(n)
-    view = memoryview(buf)
+    view = _memoryview(buf)
     got = 0
     while got < n:
-        k = sock.recv_into(view[got:], n - got)
+        k = _recv_into(sock, view[got:], n - got)
         if k == 0:
             raise WireError("channel closed by peer")
         got += k
@@ -69,17 +100,23 @@ def _recv_exact(sock: socket.socket, n: int) -> bytearray:
     return buf
 
 
-def send_fd(sock: socket.socket, header: dict, fd: int) -> None:
+def send_fd(sock: socket.socket, header: dict, fd: int, _send=send, _sendmsg=_SENDMSG, _array=array.array,
+            _sol=socket.SOL_SOCKET, _rights=socket.SCM_RIGHTS) -> None:
     """A frame whose payload is a file descriptor (a memfd holding tensor bytes): no copy through the socket."""
-    send(sock, {**header, "_fd": True})
-    socket.send_fds(sock, [b"F"], [fd])
+    _send(sock, {**header, "_fd": True})
+    _sendmsg(sock, [b"F"], [(_sol, _rights, _array("i", [fd]))])
 
 
-def recv_fd(sock: socket.socket) -> int:
-    data, fds, _, _ = socket.recv_fds(sock, 1, 1)
+def recv_fd(sock: socket.socket, _recvmsg=_RECVMSG, _array=array.array, _close=os.close, _sol=socket.SOL_SOCKET,
+            _rights=socket.SCM_RIGHTS, _space=socket.CMSG_SPACE(array.array("i").itemsize)) -> int:
+    data, ancillary, _, _ = _recvmsg(sock, 1, _space)
+    fds = _array("i")
+    for level, kind, payload in ancillary:
+        if level == _sol and kind == _rights:
+            fds.frombytes(payload[:len(payload) - len(payload) % fds.itemsize])
     if data != b"F" or len(fds) != 1:
         for fd in fds:
-            os.close(fd)
+            _close(fd)
         raise WireError("expected exactly one file descriptor")
     return fds[0]
 

@@ -17,6 +17,7 @@ clock. The worker is discarded after one attempt.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import operator
@@ -25,16 +26,21 @@ import socket
 import sys
 import time
 import traceback
+import types
 
-from grader import wire
+from grader import boundary, guard, observe, wire
 from grader.compile_cache import ExtensionHook
 
 _perf_ns = time.perf_counter_ns  # captured before any candidate code exists
+_UNWATCHED = contextlib.nullcontext()
 LAUNCHES: dict[str, int] = {}
 LAUNCH_STORAGES: set[int] = set()  # storage addresses of tensors passed to @triton.jit kernels in this call
 FOREIGN_STREAM_LAUNCHES: dict[str, int] = {}  # launches on a stream other than the caller's (threat 7)
 _STREAM = {"caller": None, "raw": None}  # the caller's raw CUDA stream during a call; the reader of it
-LOAD_CHANGES = frozenset({"Worker.fn", "Worker.scale_fn", "Worker._guarded", "os.environ"})
+REBASES = {"load": frozenset({"Worker.fn", "Worker.scale_fn", "Worker._guarded", "os.environ"}),
+           "watch": frozenset({"Worker._watching"})}
+"""What a request may change in the worker's own state: a load sets the entry point and the audited
+environment, a watch opens or closes the observation; nothing else may change."""
 MAX_EXT_REPORT_HEADER = 256 << 10
 """Largest build report (its materials hold the full extension sources) sent in a reply header; a
 larger one is dropped, so a huge extension compiles every time instead of overflowing the frame."""
@@ -97,7 +103,8 @@ def _install_launch_hooks() -> list:
                         FOREIGN_STREAM_LAUNCHES[key] = FOREIGN_STREAM_LAUNCHES.get(key, 0) + 1
                 return _orig(self, *args, grid=grid, warmup=warmup, **kwargs)
 
-            cls.run = run
+            cls.run = boundary.sealed(run, LAUNCHES=LAUNCHES, FOREIGN_STREAM_LAUNCHES=FOREIGN_STREAM_LAUNCHES,
+                                      _grid_size=boundary.sealed(_grid_size))  # Triton's: candidate code finds it
             hooked.append(cls)
     except ImportError:
         pass
@@ -119,6 +126,16 @@ def make_integrity_check(owners: list, strict: list = (), _vars=vars, _id=id, _c
 
     held: list = []  # every value whose id is recorded stays alive: a replacement cannot reuse its id
 
+    def _code_of(value, _type=type, _fn=types.FunctionType, _meth=types.MethodType,
+                 _func_of=types.MethodType.__func__.__get__, _code=types.FunctionType.__code__.__get__):
+        """A function's or a bound method's code, read through the C descriptors: any other object (one the
+        candidate put in a watched place, whose attribute lookup would run its Python here) has none."""
+        t = _type(value)
+        if t is _meth:
+            value = _func_of(value)
+            t = _type(value)
+        return _code(value) if t is _fn else None
+
     def take() -> dict:
         snap = {}
         for i, owner in enumerate(owners):
@@ -130,7 +147,7 @@ def make_integrity_check(owners: list, strict: list = (), _vars=vars, _id=id, _c
                 if i >= n_loose or _callable(value) or _isinstance(value, _ModuleType):
                     snap[(i, name)] = _id(value)
                     held.append(value)
-                code = _getattr(_getattr(value, "__func__", value), "__code__", None) if _callable(value) else None
+                code = _code_of(value)
                 if code is not None:
                     snap[(i, name, "code")] = _id(code)
                     held.append(code)
@@ -145,7 +162,7 @@ def make_integrity_check(owners: list, strict: list = (), _vars=vars, _id=id, _c
                 names.setdefault(key[0], []).append(key[1])
             else:
                 value = _vars(owners[key[0]])[key[1]]
-                funcs.append(_getattr(value, "__func__", value))
+                funcs.append(types.MethodType.__func__.__get__(value) if type(value) is types.MethodType else value)
         getters = [(i, _itemgetter(*ns), _len(ns)) for i, ns in names.items()]
         return getters, funcs
 
@@ -182,6 +199,11 @@ def make_integrity_check(owners: list, strict: list = (), _vars=vars, _id=id, _c
     return check
 
 
+def _text(value) -> str:
+    """A candidate-made error text as a plain str (a str subclass could run code when used)."""
+    return str.__str__(value)[:4000] if isinstance(value, str) else "error text was not a string"
+
+
 def _fmt_error(e: BaseException) -> tuple[str, str]:
     """(kind, text) of a candidate's exception; runs on the candidate's thread (its __str__ is theirs)."""
     return _error_kind(e), format_error(e)
@@ -205,6 +227,37 @@ def _import_candidate(path: str, module_name: str, entry_point: str, inputs_entr
         if not callable(fn):
             raise TypeError(f"entry point {name!r} is not callable")
     return fns[0] if len(fns) == 1 else tuple(fns)
+
+
+def _counts(d: dict, _type=type, _items=dict.items) -> dict:
+    """A launch record's entries whose keys are plain strings and counts plain ints: the record lives where
+    candidate code can reach it, and an object of its own as a key would run its code when hashed here."""
+    return {k: v for k, v in _items(d) if _type(k) is str and _type(v) is int}
+
+
+def _hook_outcome(hook) -> dict:
+    """The extension hook put back and its record read (runs on a candidate thread)."""
+    hook.uninstall()
+    try:
+        built, blob = hook.report()
+    except Exception:  # noqa: BLE001 - candidate code ran in this interpreter: a broken report is a missed entry
+        built, blob = [], b""
+    return {"served": list(hook.served), "failed": [str(f) for f in hook.failed[:3]], "built": built, "blob": blob}
+
+
+def _plain(value, depth: int = 0, _type=type):
+    """`value` rebuilt from exact dicts, lists, strings, numbers and bytes only, or None: data the candidate's
+    objects handed over, made safe for this thread to walk (a subclass could run code when iterated)."""
+    t = _type(value)
+    if depth > 12:
+        return None
+    if t in (str, int, float, bool, bytes) or value is None:
+        return value
+    if t is list or t is tuple:
+        return [_plain(v, depth + 1) for v in value]
+    if t is dict:
+        return {k: _plain(v, depth + 1) for k, v in dict.items(value) if _type(k) is str}
+    return None
 
 
 def _seeded_inputs(make, seed: int, torch) -> list:
@@ -237,7 +290,7 @@ class Worker:
         import torch
         import torch.profiler
 
-        from grader import boundary, guard, inputs, timing
+        from grader import inputs, timing
 
         self.sock = sock
         self.audit_fd = audit_fd
@@ -273,14 +326,16 @@ class Worker:
         self._arena_error = None
         self._off_stream = timing.off_stream_kernels
         if self.cuda:  # the call Triton itself makes to find the stream it launches on
-            _STREAM["raw"] = (lambda _get=torch._C._cuda_getCurrentRawStream, _dev=torch.cuda.current_device():
-                              _get(_dev))
+            self._raw_stream = boundary.sealed(lambda _get=torch._C._cuda_getCurrentRawStream,
+                                               _dev=torch.cuda.current_device(): _get(_dev))
+            _STREAM["raw"] = self._raw_stream  # the hook's copy (candidate code can reach it); the worker uses its own
             self._marker = torch.zeros(1, device=device)
         self._make_inputs, self._upcast, self._from_memfd = inputs.make_inputs, inputs.upcast, wire.tensors_from_memfd
         hooked = _install_launch_hooks()
         self.kept: list = []
         self.kept_inputs: dict[int, list] = {}
         self._dest = None  # the buffer the running call's output is copied into
+        self._watching = None  # the open observation of calls (`_watch`)
         self.fn = None
         self.scale_fn = None  # a task reference's error scale, loaded beside it (`load` with "as": "scale")
         self.inputs_fn = None  # a task's own get_inputs, loaded with its reference (`load` with "inputs_entry")
@@ -291,15 +346,28 @@ class Worker:
         gc.disable()
         self._collect = gc.collect
         signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
-        self.runner = boundary.CandidateRunner(_fmt_error, boundary.torch_stacks(),
-                                               _STREAM["raw"] if self.cuda else None)
+        self.runner = boundary.CandidateRunner(_FMT, boundary.torch_stacks(),
+                                               self._raw_stream if self.cuda else None, self._mark)
         state, signals = boundary.make_state_check([torch.Tensor, torch._C.TensorBase]), boundary.make_signal_check()
         dispatch = boundary.make_dispatch_check(torch)
-        self._state = lambda: state() + signals() + dispatch()
-        owners = [sys.modules[__name__], wire, inputs, timing, guard, boundary, time, os, json, torch, torch.Tensor,
-                  torch.profiler, torch.profiler.profile, Worker, timing.DeviceClock, *hooked]
+        # modules the main thread imports by name later (the fetch path's memfd helpers, the inputs' draws)
+        modules = boundary.make_modules_check(["torch", "mmap", "hashlib", "threading", "random", "numpy", "ctypes",
+                                               "traceback", "json", "socket", "_socket", "os", "sys", "time", "gc",
+                                               "signal", "struct", "array", "fcntl", "math", "importlib",
+                                               "importlib.util", "triton"])
+        self._state = lambda: state() + signals() + dispatch() + modules()
+        import random
+
+        owners = [sys.modules[__name__], wire, inputs, timing, guard, boundary, time, os, json, random, random.Random,
+                  torch, torch.Tensor, torch.profiler, torch.profiler.profile, Worker, timing.DeviceClock, *hooked]
         if self.cuda:
             owners += [torch.cuda, torch.cuda.Event]
+        # the benchmark helpers of the libraries loaded here: the grader calls none of them, but a candidate
+        # that replaces a timing function it believes is the harness's tampers with the clock all the same
+        bench = [m for name, m in sorted(sys.modules.items()) if m is not None
+                 and name in ("triton.testing", "torch.utils.benchmark", "torch.utils.throughput_benchmark", "timeit")]
+        owners += bench + [c for m in bench for c in vars(m).values() if isinstance(c, type)
+                           and getattr(c, "__module__", "") == m.__name__]
         self._owners = owners
 
     # ---- protocol ----
@@ -308,7 +376,7 @@ class Worker:
         sock, send, recv, send_fd, recv_fd, close, fmt, kind_of = (self.sock, wire.send, wire.recv, wire.send_fd,
                                                                    wire.recv_fd, os.close, format_error, _error_kind)
         ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release,
-               "reference": self._reference, "inputs": self._task_inputs}
+               "reference": self._reference, "inputs": self._task_inputs, "watch": self._watch}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
         state = self._state
         while True:
@@ -343,8 +411,7 @@ class Worker:
             left = msg.pop("_given_fd", None)  # inputs a failed call never read
             if left is not None:
                 close(left)
-            # Loading legitimately sets the entry point and the audited environment; nothing else may change.
-            reply["tampered"] = check(rebase=op == "load", expected=LOAD_CHANGES if op == "load" else frozenset())
+            reply["tampered"] = check(rebase=op in REBASES, expected=REBASES.get(op, frozenset()))
             reply["interpreter"] = reply.get("interpreter") or state()
             out_blob = reply.pop("_blob", b"")
             try:
@@ -380,21 +447,23 @@ class Worker:
         hook.install()
         if self.audit_fd is not None and not self._guarded:
             self._guarded = True
-            from grader import guard
-
             guard.install(self.audit_fd, self.sealed, self.reveal)
             guard.watch_threads(self.audit_fd)
             guard.watch_signals(self.audit_fd)
+            guard.seal_observation(self.audit_fd, self.torch)
+            guard.seal_raw_memory(self.audit_fd)
             os.environ = guard.AuditedEnviron(os.environ, self.audit_fd)
         inputs_entry = msg.get("inputs_entry") if self.role == "reference" and role == "candidate" else None
         box = self.runner.run(_import_candidate, (path, role, msg.get("entry_point", "run"), inputs_entry))
-        # torch's own loaders are back before anything else. cpp_extension is not on the grading path,
-        # so neither this swap nor a candidate's own patch of it is in the integrity snapshot.
-        hook.uninstall()
         changed = self._state()
         if changed or box[2]:  # nothing the candidate may have replaced runs on this thread
             self.runner.bury(box)
             return {"ok": True, "interpreter": changed + ([box[2]] if box[2] else [])}, None
+        # torch's own loaders are back, and the hook's record read, on a candidate thread: the hook was handed
+        # to the candidate's import (its objects are the candidate's to change), so only plain data crosses.
+        done = self.runner.run(_hook_outcome, (hook,))
+        self.runner.bury(done, hook)
+        outcome = _plain(done[0]) if done[1] is None else None
         if box[1] is not None:
             self.runner.bury(box)
             return {"ok": False, "error_kind": "compile", "error": _text(box[1][1])}, None
@@ -405,14 +474,14 @@ class Worker:
         else:
             self.fn = box[0]
         self.runner.bury(box)
-        reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(hook.served),
-                 "ext_failed": [_text(f)[:800] for f in hook.failed[:3]]}
-        try:  # candidate code ran in this interpreter: a report it broke is only a missed cache entry
-            built, blob = hook.report()
-            if built and len(json.dumps(built)) <= MAX_EXT_REPORT_HEADER and len(blob) <= wire.REPLY_PAYLOAD_CAP["load"]:
-                reply.update(ext_built=built, _blob=blob)
-        except Exception:  # noqa: BLE001
-            pass
+        if not isinstance(outcome, dict):  # the hook's record was broken: only missed cache entries
+            outcome = {"served": [], "failed": [], "built": [], "blob": b""}
+        reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(outcome.get("served") or []),
+                 "ext_failed": [_text(f)[:800] for f in (outcome.get("failed") or [])[:3]]}
+        built, blob = outcome.get("built") or [], outcome.get("blob") or b""
+        if built and type(blob) is bytes and len(wire._dumps({"b": built})) <= MAX_EXT_REPORT_HEADER \
+                and len(blob) <= wire.REPLY_PAYLOAD_CAP["load"]:
+            reply.update(ext_built=built, _blob=blob)
         return reply, None
 
     def _snapshot(self, box: list, _type=type):
@@ -429,8 +498,12 @@ class Worker:
             return dest
         return self._clone(out)
 
-    def _call(self, msg: dict, _type=type, _name=type.__dict__["__name__"].__get__, _str=str):
-        t_begin = _perf_ns()
+    def _call(self, msg: dict, _type=type, _name=type.__dict__["__name__"].__get__, _str=str, _launches=LAUNCHES,
+              _storages=LAUNCH_STORAGES, _foreign=FOREIGN_STREAM_LAUNCHES, _streams=_STREAM, _now=_perf_ns,
+              _unwatched=_UNWATCHED, _call_mark=observe.CALL_MARK, _as_text=_text):
+        # Everything this method reaches once the candidate's code has run is bound above (or is the
+        # worker's own, unreachable from a candidate): a module global replaced meanwhile never runs here.
+        t_begin = _now()
         # The last call's objects are dropped on the parked thread before anything is allocated: the new
         # inputs take the old inputs' memory (as a timing loop that reuses buffers would: threat 13), the
         # poison below covers what the old output held.
@@ -446,30 +519,36 @@ class Worker:
             self._dest = None
             self.runner.release(parked)
             raise
-        ops, kernels, side = [], [], []
-        launches_before = dict(LAUNCHES)
-        FOREIGN_STREAM_LAUNCHES.clear()
-        LAUNCH_STORAGES.clear()
-        caller_stream = _STREAM["caller"] = _STREAM["raw"]() if self.cuda else None
-        work, dest = (parked, self.fn, inputs), self._dest
+        launches_before = _counts(_launches)
+        # The hook's containers are within candidate code's reach: what they hold is dropped on a candidate
+        # thread (buried), never here, where an object's finaliser would run the candidate's code.
+        self.runner.bury(list(_foreign.items()), list(_storages), _streams.get("caller"))
+        _foreign.clear()
+        _storages.clear()
+        caller_stream = _streams["caller"] = self._raw_stream() if self.cuda else None
+        work, dest, watch = (parked, self.fn, inputs), self._dest, self._watching
         try:
-            if msg.get("profile"):
-                box, snap, ms, host_ms, gap_ms, ops, kernels, side = self._profiled(work)
-            else:
-                box, snap, ms, host_ms, gap_ms = self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
-                                                                      settle=self.runner.settle)
+            def timed():  # the call's window in the observation: the ops and kernels inside it are its own
+                with self._mark(_call_mark) if watch is not None else _unwatched:
+                    return self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
+                                                settle=self.runner.settle)
+
+            box, snap, ms, host_ms, gap_ms = (timed() if watch is None else
+                                              watch.call(msg.get("tag", ""), bool(msg.get("trace")), timed))
         finally:
-            _STREAM["caller"] = None
+            self.runner.bury(_streams.get("caller"))
+            _streams["caller"] = None
             self._dest = None
+        changed = self._state() + ([box[2]] if box[2] else [])  # first: builtins are the candidate's until checked
         self.runner.bury(box, inputs)
-        changed = self._state() + ([box[2]] if box[2] else [])
         if changed:  # nothing the candidate returned is looked at: its type's methods may be replaced
             return {"ok": True, "interpreter": changed, "idx": -1, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms,
-                    "meta": {"type": "?"}, "span_ms": (_perf_ns() - t_begin) / 1e6}, None
+                    "meta": {"type": "?"}, "span_ms": (_now() - t_begin) / 1e6}, None
         if box[1] is not None:
             kind, text = box[1]
-            return {"ok": False, "error_kind": kind if _type(kind) is _str else "exception", "error": _text(text)}, None
-        launched = {k: v - launches_before.get(k, 0) for k, v in LAUNCHES.items() if v != launches_before.get(k, 0)}
+            return {"ok": False, "error_kind": kind if _type(kind) is _str else "exception", "error": _as_text(text)}, None
+        launched = {k: v - launches_before.get(k, 0) for k, v in _counts(_launches).items()
+                    if v != launches_before.get(k, 0)}
         # Read after the call: a carve-out the call made is found, and undone, before the next one.
         l2_persisting = self.clock.take_persisting_l2(caller_stream)
         out = box[0]
@@ -477,7 +556,7 @@ class Worker:
         own_output = False
         if snap is not None:  # the state check passed: the tensor type's attributes are torch's own
             meta.update(shape=list(out.shape), dtype=str(out.dtype).removeprefix("torch."), device=str(out.device))
-            own_output = self._storage_ptr(out) in LAUNCH_STORAGES
+            own_output = self._storage_ptr(out) in {p for p in _storages if _type(p) is int}
             if snap is dest:  # the raw bytes, seen as the output they copy
                 snap = snap.view(out.dtype).view(out.shape)
         idx = len(self.kept)
@@ -485,36 +564,35 @@ class Worker:
         if msg.get("keep_inputs"):
             self.kept_inputs[idx] = [self._clone(t) for t in inputs if _type(t) is self._Tensor]
         return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms, "meta": meta, "launches": launched,
-                "own_output": own_output, "ops": ops, "kernels": kernels,
-                "foreign_stream": sorted(set(side) | set(FOREIGN_STREAM_LAUNCHES)),
-                "l2_persisting_bytes": l2_persisting, "span_ms": (_perf_ns() - t_begin) / 1e6}, None
+                "own_output": own_output, "foreign_stream": sorted(_counts(_foreign)),
+                "l2_persisting_bytes": l2_persisting, "span_ms": (_now() - t_begin) / 1e6}, None
 
-    def _profiled(self, work: tuple):
-        """A timed call under the profiler, which records every thread (the candidate's is not this one);
-        the ops are the candidate thread's, told apart by a labelled range recorded on this thread."""
-        from torch.autograd.profiler import record_function
-        from torch.profiler import ProfilerActivity, profile
+    def _begin_session(self, device: bool, _worker_mark=observe.WORKER_MARK) -> None:
+        """The mark that names this thread in a session, and in a device session the marker kernel that names
+        the caller's stream (the session's first kernel)."""
+        with self._mark(_worker_mark):
+            if device and self.cuda:
+                self.clock._zero(self._marker)
+                self.clock.sync()
 
-        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
-        with profile(activities=acts, **self._all_threads) as prof:
-            with record_function("kerneltraj-worker"):
-                if self.cuda:  # a marker kernel on the caller's stream names that stream in the trace
-                    self.clock._zero(self._marker)
-                    self.clock.sync()
-            box, snap, ms, host_ms, gap_ms = self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
-                                                                  settle=self.runner.settle)
-        ops, kernels, device_events = set(), set(), []
-        events = prof.events()
-        own = {ev.thread for ev in events if ev.name == "kerneltraj-worker"}
-        for ev in events:
-            dev = str(getattr(ev, "device_type", "")).rsplit(".", 1)[-1]
-            if dev == "CUDA":
-                kernels.add(ev.name)
-                device_events.append((ev.time_range.start, ev.name, getattr(ev, "device_resource_id", None)))
-            elif ev.thread not in own:
-                ops.add(ev.name)
-        return (box, snap, ms, host_ms, gap_ms, sorted(ops)[:400], sorted(kernels)[:400],
-                self._off_stream(device_events)[:50])
+    def _watch(self, msg: dict, _observation=observe.Observation):
+        """Open or close the observation of calls (grader/observe.py): every call of a size, of the candidate
+        and of its twin alike, is made under a profiler session of all threads' ops, so being watched is never
+        news to a candidate, whichever call it is and whatever it asks torch (GRADER.md, the call boundary);
+        a call the parent marks `trace` runs in a session with the device's kernels too. Closing returns, per
+        call in order, the aten ops its candidate thread ran, the kernels the device ran inside its window
+        (traced calls), those on another stream than the caller's, and whether the call's marks are in the
+        record (a record cut short means the observation was switched off)."""
+        report = None
+        if self._watching is not None:  # a twin's record is not judged: it is only stopped (`report`: false)
+            watching, self._watching = self._watching, None
+            report = watching.report() if msg.get("report", True) else (watching.stop() or [])
+        if msg.get("on"):
+            self._watching = _observation(self._recorder, self._begin_session)
+            return {"ok": True}, None
+        if report is None:
+            return {"ok": False, "error_kind": "protocol", "error": "no observation was open"}, None
+        return {"ok": True, "calls": report}, None
 
     def _fetch(self, msg: dict):
         idx = int(msg["idx"])
@@ -642,11 +720,19 @@ class Worker:
         except (ImportError, TypeError):
             pass
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.cuda else [])
+        self._recorder = observe.Recorder(self.torch, self.cuda, self._all_threads)
+        self._mark = self.torch._C._profiler._RecordFunctionFast  # a C type: its enter and exit are not names
         with profile(activities=acts, **self._all_threads):
-            self.torch.zeros(8, device=self.device).add_(1)
+            with self._mark("kerneltraj-warm"):
+                self.torch.zeros(8, device=self.device).add_(1)
         self.clock.sync()
 
 
-def _text(value) -> str:
-    """A candidate-made error text as a plain str (a str subclass could run code when used)."""
-    return str.__str__(value)[:4000] if isinstance(value, str) else "error text was not a string"
+# What runs on a candidate thread, or is handed to candidate code, holds none of this module's globals
+# (boundary.sealed): the frames and hooks a candidate can find lead to nothing the main thread calls.
+_import_candidate = boundary.sealed(_import_candidate, importlib=importlib, sys=sys)
+_seeded_inputs = boundary.sealed(_seeded_inputs, sys=sys)
+_reference_call = boundary.sealed(_reference_call)
+_hook_outcome = boundary.sealed(_hook_outcome)
+_FMT = boundary.sealed(_fmt_error, _error_kind=boundary.sealed(_error_kind),
+                       format_error=boundary.sealed(format_error, traceback=traceback))

@@ -106,6 +106,9 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
     t_sandbox = time.perf_counter()
     worker = Worker(sock, cfg["device"], audit_fd=audit_fd, sealed=cfg["hide"], reveal=cfg.get("reveal", []),
                     role=cfg.get("role", "candidate"))
+    from grader import boundary
+
+    boundary.unlisted()  # the worker holds what it needs; the candidate finds no module of the grader's
     hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers, "audit_fd": audit_fd,
              "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3}
     return worker, hello

@@ -52,6 +52,8 @@ TORCH_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": 
 _PROBE_X = torch.randn(4, 16, dtype=torch.float64)
 PROBES = {
     "aten::max": lambda: _PROBE_X.max(dim=-1),
+    "aten::min": lambda: _PROBE_X.min(dim=-1),
+    "aten::argmin": lambda: _PROBE_X.argmin(dim=-1),
     "aten::bmm": lambda: torch.bmm(_PROBE_X[None], _PROBE_X.T[None]),
     "aten::sort": lambda: torch.sort(_PROBE_X, dim=-1, descending=True),
     "aten::logsumexp": lambda: torch.logsumexp(_PROBE_X, dim=-1),

@@ -25,7 +25,8 @@ SLOW = "import time\n" + HONEST.replace("def run(x):\n", "def run(x):\n    time.
 FAULTS = {
     # name: (source, acceptable (status, reason) pairs)
     "external_sigkill": (SLOW, {(Status.CRASHED, Reason.CRASH)}),
-    "segfault": ("import ctypes\ndef run(x):\n    return ctypes.string_at(0)\n", {(Status.CRASHED, Reason.CRASH)}),
+    # a null write through a C function of the interpreter's own (ctypes itself is refused since grader 0.9.0)
+    "segfault": ("import faulthandler\ndef run(x):\n    faulthandler._read_null()\n", {(Status.CRASHED, Reason.CRASH)}),
     "out_of_memory": ("import torch\ndef run(x):\n    return torch.empty(8 << 30, dtype=torch.uint8)\n",
                       {(Status.RUNTIME_ERROR, Reason.OOM)}),
     "fork_bomb": ("import os\ndef run(x):\n    for _ in range(5000):\n        if os.fork() == 0:\n"

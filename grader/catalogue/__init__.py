@@ -43,5 +43,6 @@ def card_from_dict(d: dict) -> TaskCard:
         d[key] = {p: tuple(v) for p, v in d[key].items()}
     d["forbidden_ops"] = tuple(d.get("forbidden_ops", ()))
     d["own_kernel_ops"] = tuple(d.get("own_kernel_ops", ()))
+    d["pytorch_ops"] = tuple(d.get("pytorch_ops", ()))
     d["tolerances"] = {k: tuple(v) for k, v in d.get("tolerances", {}).items()}
     return TaskCard(**d)

@@ -100,6 +100,7 @@ CARDS = [
         hidden_sizes={"cpu": _ELEMENTWISE_CPU_HIDDEN, "gpu": ({"M": 6000, "N": 3000}, {"M": 3333, "N": 5120})},
         bytes_moved="2 * M * N * E",
         forbidden_ops=("aten::gelu",),
+        pytorch_ops=("pointwise",),
     ),
     TaskCard(
         task_id="silu_mul_fp16",
@@ -117,6 +118,7 @@ CARDS = [
         hidden_sizes={"cpu": _ELEMENTWISE_CPU_HIDDEN, "gpu": ({"M": 5000, "N": 11008}, {"M": 16384, "N": 1000})},
         bytes_moved="3 * M * N * E",
         forbidden_ops=("aten::silu",),
+        pytorch_ops=("pointwise",),
     ),
     TaskCard(
         task_id="bias_leaky_relu_fp32",
@@ -135,5 +137,6 @@ CARDS = [
         hidden_sizes={"cpu": _ELEMENTWISE_CPU_HIDDEN, "gpu": ({"M": 6000, "N": 3000}, {"M": 2500, "N": 7777})},
         bytes_moved="(2 * M * N + N) * E",
         forbidden_ops=("aten::leaky_relu",),
+        pytorch_ops=("pointwise",),
     ),
 ]

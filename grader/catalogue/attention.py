@@ -80,6 +80,7 @@ CARDS = [
         hidden_sizes={"cpu": _CPU_HIDDEN, "gpu": _GPU_HIDDEN},
         bytes_moved="4 * B * H * S * D * E",
         forbidden_ops=_FORBIDDEN,
+        pytorch_ops=("pointwise", "reduction", "indexing", "matmul"),
         tolerances=_TOL,
     ),
     TaskCard(
@@ -97,6 +98,7 @@ CARDS = [
         hidden_sizes={"cpu": _CPU_HIDDEN, "gpu": _GPU_HIDDEN},
         bytes_moved="4 * B * H * S * D * E",
         forbidden_ops=_FORBIDDEN,
+        pytorch_ops=("pointwise", "reduction", "indexing", "matmul"),
         tolerances=_TOL,
     ),
 ]

@@ -98,6 +98,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 13, "V": 1500},), "gpu": ({"M": 1000, "V": 50257}, {"M": 4000, "V": 32064})},
         bytes_moved="(M * V + M) * E + 8 * M",
         forbidden_ops=_FORBIDDEN,
+        pytorch_ops=("pointwise", "reduction", "indexing"),
 
         error_scale=_LOG_SUM_SCALE,
     ),
@@ -118,6 +119,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 13, "V": 1500},), "gpu": ({"M": 1000, "V": 50257}, {"M": 4000, "V": 32064})},
         bytes_moved="(M * V + M) * E + 8 * M",
         forbidden_ops=_FORBIDDEN,
+        pytorch_ops=("pointwise", "reduction", "indexing"),
 
         error_scale=_LOG_SUM_SCALE,
     ),

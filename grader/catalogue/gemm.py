@@ -61,6 +61,7 @@ CARDS = [
                       "gpu": ({"M": 3000, "N": 2500, "K": 4000}, {"M": 2048, "N": 6144, "K": 1000})},
         bytes_moved="(M * K + K * N + M * N) * E",
         forbidden_ops=_GEMM_FORBIDDEN,
+        pytorch_ops=("pointwise", "reduction", "indexing"),
         error_scale=_FP32_GEMM_SCALE,
     ),
     TaskCard(
@@ -81,6 +82,7 @@ CARDS = [
                       "gpu": ({"M": 3000, "N": 5000, "K": 2560}, {"M": 8192, "N": 1024, "K": 4000})},
         bytes_moved="(M * K + K * N + M * N) * E",
         forbidden_ops=_GEMM_FORBIDDEN,
+        pytorch_ops=("pointwise", "reduction", "indexing"),
         tolerances=_FP16_GEMM_TOL,
     ),
     TaskCard(
@@ -104,6 +106,7 @@ CARDS = [
                       "gpu": ({"M": 3000, "N": 11008, "K": 4096}, {"M": 8192, "N": 2000, "K": 1024})},
         bytes_moved="(M * K + N * K + N + M * N) * E",
         forbidden_ops=_GEMM_FORBIDDEN,
+        pytorch_ops=("pointwise", "reduction", "indexing"),
         tolerances=_FP16_GEMM_TOL,
     ),
 ]

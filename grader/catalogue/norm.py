@@ -117,6 +117,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 45, "N": 320},), "gpu": _GPU_HIDDEN},
         bytes_moved="(2 * M * N + 2 * N) * E",
         forbidden_ops=("aten::layer_norm", "aten::native_layer_norm"),
+        pytorch_ops=("pointwise", "reduction"),
         error_scale=_LN_SCALE,
     ),
     TaskCard(
@@ -135,6 +136,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 45, "N": 320},), "gpu": _GPU_HIDDEN},
         bytes_moved="(2 * M * N + N) * E",
         forbidden_ops=("aten::rms_norm", "aten::_fused_rms_norm"),
+        pytorch_ops=("pointwise", "reduction"),
     ),
     TaskCard(
         task_id="rmsnorm_fp16",
@@ -152,5 +154,6 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 45, "N": 320},), "gpu": ({"M": 10000, "N": 5120}, {"M": 20000, "N": 2000})},
         bytes_moved="(2 * M * N + N) * E",
         forbidden_ops=("aten::rms_norm", "aten::_fused_rms_norm"),
+        pytorch_ops=("pointwise", "reduction"),
     ),
 ]

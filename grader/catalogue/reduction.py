@@ -138,6 +138,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 50, "N": 300},), "gpu": ({"M": 10000, "N": 3000}, {"M": 3000, "N": 10007})},
         bytes_moved="(M * N + M) * E",
         forbidden_ops=("aten::sum",),
+        pytorch_ops=("pointwise", "indexing"),
         error_scale=_ROW_SUM_SCALE,
     ),
     TaskCard(
@@ -156,6 +157,7 @@ CARDS = [
         bytes_moved="(M * N + M) * E",
         # x.max(dim=-1) does the same job under another name.
         forbidden_ops=("aten::amax", "aten::max"),
+        pytorch_ops=("pointwise", "indexing"),
     ),
     TaskCard(
         task_id="col_mean_fp32",
@@ -172,6 +174,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 100, "N": 150},), "gpu": ({"M": 12345, "N": 2000}, {"M": 1500, "N": 20000})},
         bytes_moved="(M * N + N) * E",
         forbidden_ops=("aten::mean", "aten::sum"),
+        pytorch_ops=("pointwise", "indexing"),
         # With these draws atol (1e-5) still covers a mean's rounding (about 2^-24 * rms); the scale
         # keeps that true for longer columns or wider spreads instead of leaving it to chance.
         error_scale=_COL_MEAN_SCALE,

@@ -77,6 +77,7 @@ CARDS = [
         # No ATen op computes a rotary embedding: the kernel-launch check, not a name, stops a
         # candidate that only strings library ops together.
         forbidden_ops=(),
+        pytorch_ops=("pointwise", "indexing"),
     ),
     TaskCard(
         task_id="rotary_fp16",
@@ -96,5 +97,6 @@ CARDS = [
                               {"B": 4, "S": 4097, "H": 32, "D": 64, "D/2": 32})},
         bytes_moved="(2 * B * S * H * D + S * D) * E",
         forbidden_ops=(),
+        pytorch_ops=("pointwise", "indexing"),
     ),
 ]

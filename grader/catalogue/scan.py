@@ -99,6 +99,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 20, "N": 700},), "gpu": ({"M": 10000, "N": 3000}, {"M": 3000, "N": 10007})},
         bytes_moved="2 * M * N * E",
         forbidden_ops=("aten::cumsum",),
+        pytorch_ops=("pointwise", "indexing"),
         # Near a zero crossing |reference| is tiny while the rounding of the partial sums is not:
         # the bound scales with the running sum of magnitudes, the scan's condition number.
         error_scale="import torch\ndef run(x):\n    return torch.cumsum(x.abs(), dim=-1)\n",
@@ -118,5 +119,6 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 20, "N": 700},), "gpu": ({"M": 10000, "N": 3000}, {"M": 3000, "N": 10007})},
         bytes_moved="2 * M * N * E",
         forbidden_ops=("aten::logcumsumexp", "aten::_logcumsumexp"),
+        pytorch_ops=("pointwise", "reduction", "indexing"),
     ),
 ]

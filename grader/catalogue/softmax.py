@@ -98,6 +98,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 48, "N": 200},), "gpu": ({"M": 12288, "N": 2000}, {"M": 2048, "N": 8192})},
         bytes_moved="2 * M * N * E",
         forbidden_ops=("aten::softmax", "aten::_softmax", "aten::log_softmax", "aten::_log_softmax"),
+        pytorch_ops=("pointwise", "reduction"),
     ),
     TaskCard(
         task_id="softmax_rows_fp16",
@@ -114,6 +115,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 40, "N": 300},), "gpu": ({"M": 12000, "N": 3000}, {"M": 4096, "N": 5000})},
         bytes_moved="2 * M * N * E",
         forbidden_ops=_SOFTMAX_FORBIDDEN,
+        pytorch_ops=("pointwise", "reduction"),
     ),
     TaskCard(
         task_id="log_softmax_rows_fp32",
@@ -130,6 +132,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 33, "N": 300},), "gpu": ({"M": 12288, "N": 2000}, {"M": 3000, "N": 7000})},
         bytes_moved="2 * M * N * E",
         forbidden_ops=_SOFTMAX_FORBIDDEN,
+        pytorch_ops=("pointwise", "reduction"),
 
         error_scale=_LOG_SUM_SCALE,
     ),

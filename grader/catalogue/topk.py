@@ -114,6 +114,7 @@ CARDS = [
         bytes_moved="(M * N + 8 * M) * E",
         # A full descending sort followed by a slice does the same job.
         forbidden_ops=("aten::topk", "aten::sort"),
+        pytorch_ops=("pointwise", "reduction", "indexing", "aten::scatter", "aten::scatter_"),
     ),
     TaskCard(
         task_id="row_argmax_int64",
@@ -130,6 +131,7 @@ CARDS = [
         hidden_sizes={"cpu": ({"M": 48, "N": 300},), "gpu": ({"M": 10000, "N": 3000}, {"M": 2000, "N": 32000})},
         # E is the int64 output's element size; the float32 input is 4 bytes an element.
         bytes_moved="4 * M * N + M * E",
-        forbidden_ops=("aten::argmax", "aten::max"),
+        forbidden_ops=("aten::argmax", "aten::max", "aten::argmin", "aten::min"),
+        pytorch_ops=("pointwise", "reduction", "indexing"),
     ),
 ]

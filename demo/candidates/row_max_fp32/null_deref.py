@@ -1,11 +1,11 @@
-import ctypes
+import faulthandler
 
 import torch
 
 
 def run(x):
-    # zero the output through a raw pointer (the pointer never got set)
+    # the row maxima were to be written through a native pointer that never got set: the process dies
+    # on the null write (faulthandler's own null dereference stands in for the extension's)
     out = torch.empty(x.shape[0], dtype=x.dtype, device=x.device)
-    out_ptr = 0
-    ctypes.memset(out_ptr, 0, x.shape[0] * 4)
+    faulthandler._read_null()
     return out

@@ -1,6 +1,6 @@
 """Cheat (threat 10): returns zeros and makes every comparison a harness might use in-process
-(torch.allclose/isclose/equal, torch.testing.assert_close, numpy.allclose/testing) report success."""
-import numpy as np
+(torch.allclose/isclose/equal, torch.testing.assert_close, NumPy's allclose/testing) report success."""
+np = __import__("nu" + "mpy")  # by a computed name: the class tested here is the patching
 import torch
 
 

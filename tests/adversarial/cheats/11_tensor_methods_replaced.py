@@ -1,11 +1,11 @@
 """Cheat (threat 11): replaces torch.Tensor's copy-out methods (to, clone, cpu, float, double,
-detach, contiguous, numpy) with wrappers that first finish any pending output. `run` returns an
+detach, contiguous and the host-array one) with wrappers that first finish any pending output. `run` returns an
 empty tensor at once; whoever next converts, copies or moves any tensor (a harness casting its
 reference, a checker snapshotting the output) computes the row sums into it first."""
 import torch
 
 _PENDING = []
-_NAMES = ("to", "clone", "cpu", "float", "double", "detach", "contiguous", "numpy")
+_NAMES = ("to", "clone", "cpu", "float", "double", "detach", "contiguous", "nu" + "mpy")
 _ORIGINAL = {name: getattr(torch.Tensor, name) for name in _NAMES}
 
 

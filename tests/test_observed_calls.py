@@ -1,0 +1,86 @@
+"""Which calls are observed (grader/observe.py), and what the observation of a call records.
+
+The check calls and warm-up calls of every size, of the candidate and of its twin alike, run under a
+profiler session of all threads' ops, and so does one call drawn by the parent among the warm-up and timed
+calls (after the check calls), which also has the device traced and whose pair is not timed. The other
+timed calls run unrecorded: a recording over them slowed a 40 us kernel to 0.1-0.4 ms on the H200 (runs 26
+and 27). Python reads the same profiler state in every call. The attribution of a session's records to calls
+is tested on recorded events too: the main thread is the one that opened the session, so marks a candidate
+records under the worker's names are not windows.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from grader.contract import GradeRequest, Reason, Status
+from grader.observe import CALL_MARK, RETURN_MARK, WORKER_MARK, Event, attribute
+from grader.service import GraderService
+from grader.session import Effort
+
+HONEST_BODY = ("    e = (x - x.amax(-1, keepdim=True)).exp()\n"
+               "    return e / e.sum(-1, keepdim=True)\n")
+LIBRARY_AFTER_FIRST = ("import torch\nCALLS = [0]\ndef run(x):\n    CALLS[0] += 1\n"
+                       "    if CALLS[0] > 1:\n        return torch.softmax(x, -1)\n" + HONEST_BODY)
+LIBRARY_ONLY_FIRST = ("import torch\nCALLS = [0]\ndef run(x):\n    CALLS[0] += 1\n"
+                      "    if CALLS[0] == 1:\n        return torch.softmax(x, -1)\n" + HONEST_BODY)
+LIBRARY_AT_SECOND_SIZE = ("import torch\nSHAPES = {}\ndef run(x):\n"
+                          "    SHAPES[x.shape] = SHAPES.get(x.shape, 0) + 1\n"
+                          "    if len(SHAPES) > 1 and SHAPES[x.shape] > 1:\n        return torch.softmax(x, -1)\n"
+                          + HONEST_BODY)
+HONEST = "import torch\ndef run(x):\n" + HONEST_BODY
+
+
+def _grade(effort: Effort, **sources: str) -> dict:
+    """Each source graded on the softmax card with `effort`, by name."""
+    reqs = [GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=src, language="pytorch", seed=1,
+                         timeout_s=120) for name, src in sources.items()]
+    with GraderService(mode="zygote", workers=1, effort=effort) as svc:
+        return {r.attempt_id: r for r in svc.grade(reqs)}
+
+
+@pytest.mark.xdist_group("observed_calls")
+def test_a_library_op_in_an_observed_call_floors():
+    """Two check calls, one warm-up pair, three timed pairs per size: the library in the first call (a check
+    call), from the second call on, or at the second size is seen; the honest kernel keeps every timed pair but
+    the drawn one (which is the warm-up pair a quarter of the time)."""
+    effort = dataclasses.replace(Effort.for_device(False), check_calls=2, warmup_pairs=1, min_reps=3, max_reps=3)
+    got = _grade(effort, after_first=LIBRARY_AFTER_FIRST, only_first=LIBRARY_ONLY_FIRST,
+                 second_size=LIBRARY_AT_SECOND_SIZE, honest=HONEST)
+    for name in ("after_first", "only_first", "second_size"):
+        r = got[name]
+        assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP), (name, r.reason)
+        assert "call " in r.reason and "aten::softmax" in r.reason, r.reason  # names the call and the op
+    honest = got["honest"]
+    assert honest.status is Status.CORRECT, honest.reason
+    assert {s.reps for s in honest.sizes} <= {2, 3}, honest.sizes
+
+
+def _ev(name, thread, start, end=None, device=False, stream=None):
+    return Event(name, thread, start, start if end is None else end, device, stream)
+
+
+def test_attribution_by_window_on_the_thread_that_opened_the_session():
+    events = [
+        _ev(WORKER_MARK, 1, 0, 1), _ev(WORKER_MARK, 0, 0, 2, True, 3), _ev("marker", 0, 1, 2, True, 7),
+        _ev(CALL_MARK, 0, 10, 20, True, 7),  # the device's annotation of a range: not a kernel
+        _ev(CALL_MARK, 1, 10, 20), _ev("aten::exp", 2, 11, 12), _ev(RETURN_MARK, 2, 13),
+        _ev("own_kernel", 0, 12, 13, True, 7), _ev("side", 0, 14, 15, True, 9),
+        _ev(CALL_MARK, 1, 30, 40), _ev("aten::softmax", 3, 31, 32), _ev(RETURN_MARK, 3, 33),
+        # a candidate thread recording the worker's own names: neither a window nor a way to hide its ops
+        _ev(WORKER_MARK, 3, 34), _ev(CALL_MARK, 3, 35, 36), _ev("aten::mm", 3, 35, 36),
+        _ev("aten::add", 1, 37),  # the main thread's own op: never the candidate's
+    ]
+    first, second, third = attribute(events, ["check", "timed", "timed"])
+    assert first == {"tag": "check", "seen": True, "returned": True, "ops": ["aten::exp"],
+                     "kernels": ["own_kernel", "side"], "foreign": ["side"]}
+    assert second["ops"] == ["aten::mm", "aten::softmax"] and second["returned"] and not second["kernels"]
+    # a call the record has no window for ran with the recording off
+    assert (third["seen"], third["returned"]) == (False, False)
+
+
+def test_a_call_whose_thread_stopped_recording_has_no_return_mark():
+    events = [_ev(WORKER_MARK, 1, 0, 1), _ev(CALL_MARK, 1, 10, 20), _ev("aten::exp", 2, 11)]
+    (call,) = attribute(events, ["timed"])
+    assert call["seen"] and not call["returned"]
