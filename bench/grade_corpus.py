@@ -37,9 +37,8 @@ def adversarial_requests(gpu_focus: bool = False) -> list[tuple[GradeRequest, di
     base = ROOT / "tests" / "adversarial"
     cases = json.loads((base / "cases.json").read_text())
     cases = cases["cases"] if isinstance(cases, dict) else cases
-    if gpu_focus:  # GPU-only cheats, call-boundary escapes, honest Triton kernels: what CPU CI cannot show
-        cases = [c for c in cases if c.get("gpu_only") or _escape(c)
-                 or (c.get("threat") is None and c["language"] == "triton")]
+    if gpu_focus:  # GPU-only cheats, call-boundary escapes and library rules, honest kernels: what CPU CI cannot show
+        cases = [c for c in cases if c.get("gpu_only") or _escape(c) or c.get("threat") is None]
     out = []
     for c in cases:
         src = (base / c["file"]).read_text()
@@ -51,9 +50,9 @@ def adversarial_requests(gpu_focus: bool = False) -> list[tuple[GradeRequest, di
 
 
 BOUNDARY_REASONS = {"interpreter_state", "audit_channel", "dispatcher_escape", "library_compute", "protocol_forged",
-                    "output_flood"}
-"""Reasons of the call boundary (GRADER.md) and of the wire: planted on CPU, their floors must hold on a CUDA
-build too."""
+                    "output_flood", "forbidden_op", "no_own_kernel"}
+"""Reasons of the call boundary (GRADER.md), of the wire and of the library and own-kernel rules: planted on
+CPU, their floors must hold on a CUDA build too (the ops and kernels a CUDA build runs are not the CPU's)."""
 
 
 def _escape(case: dict) -> bool:
