@@ -64,45 +64,36 @@ def host_compute(source: str, lists: bool = True) -> list[Finding]:
     candidates, and, without `lists`, for PyTorch candidates of a card that names the ops they may use (a
     constant such as `np.log2(8)` in a KernelBench module is fine where the card lists no ops; a row printed
     with `tolist` while debugging is fine anywhere a PyTorch candidate computes)."""
-    for m in _HOST_COMPUTE.finditer(source):
-        if m.group(0) == "tolist" and not lists:
-            continue
-        return [Finding(Reason.LIBRARY_COMPUTE, f"line {source.count(chr(10), 0, m.start()) + 1}: brings in "
-                                                f"{m.group(0)}: a host library computing the answer is neither the "
-                                                "candidate's own kernel nor an op the task allows")]
+    return _first(_HOST_COMPUTE, source, Reason.LIBRARY_COMPUTE,
+                  "brings in {}: a host library computing the answer is neither the candidate's own kernel nor an op "
+                  "the task allows", skip=() if lists else ("tolist",))
+
+
+def _first(pattern: re.Pattern, source: str, code: Reason, why: str, skip: tuple[str, ...] = ()) -> list[Finding]:
+    """A finding for the first match of `pattern` in the whole text (not in `skip`), naming its line; `why` has
+    one `{}` for the matched word."""
+    for m in pattern.finditer(source):
+        if m.group(0) not in skip:
+            return [Finding(code, f"line {source.count(chr(10), 0, m.start()) + 1}: " + why.format(m.group(0)[:60]))]
     return []
 
 
 def static_findings(source: str, language: str = "") -> list[Finding]:
     """Findings in source order; a source that does not parse is left to the worker (compile_error)."""
     found: list[Finding] = []
-    for m in _CODEGEN.finditer(source):
-        found.append(Finding(Reason.LIBRARY_COMPUTE, f"line {source.count(chr(10), 0, m.start()) + 1}: uses "
-                                                     f"{m.group(0)}: code torch generates records none of the ops it "
-                                                     "computes, so no rule of the task could judge it"))
-        break
+    found += _first(_CODEGEN, source, Reason.LIBRARY_COMPUTE, "uses {}: code torch generates records none of the ops "
+                                                              "it computes, so no rule of the task could judge it")
     if language in ("triton", "cuda"):
         found += host_compute(source)
-    for m in _SWITCHES.finditer(source):
-        found.append(Finding(Reason.INTERPRETER, f"line {source.count(chr(10), 0, m.start()) + 1}: names "
-                                                 f"{m.group(0)[:60]}, a switch of the observation every call runs "
-                                                 "under; a kernel never needs it"))
-        break
-    for m in _CPP_DISPATCH.finditer(source):
-        found.append(Finding(Reason.DISPATCHER_ESCAPE, f"line {source.count(chr(10), 0, m.start()) + 1}: reaches "
-                                                       f"past torch's dispatcher ({m.group(0)[:60]}); kernels are "
-                                                       "called, never registered or redispatched"))
-        break
-    for m in _NATIVE.finditer(source):
-        found.append(Finding(Reason.INTERPRETER, f"line {source.count(chr(10), 0, m.start()) + 1}: uses {m.group(0)}: "
-                                                 "native calls and raw memory reach past every rule of the worker "
-                                                 "(build an extension through torch's loader instead)"))
-        break
-    for m in _INTROSPECTION.finditer(source):
-        found.append(Finding(Reason.INTERPRETER, f"line {source.count(chr(10), 0, m.start()) + 1}: reads "
-                                                 f"{m.group(0)}, the hidden state of functions (the grader's are "
-                                                 "among them)"))
-        break
+    found += _first(_SWITCHES, source, Reason.INTERPRETER, "names {}, a switch of the observation every call runs "
+                                                           "under; a kernel never needs it")
+    found += _first(_CPP_DISPATCH, source, Reason.DISPATCHER_ESCAPE, "reaches past torch's dispatcher ({}); kernels "
+                                                                     "are called, never registered or redispatched")
+    found += _first(_NATIVE, source, Reason.INTERPRETER, "uses {}: native calls and raw memory reach past every rule "
+                                                         "of the worker (build an extension through torch's loader "
+                                                         "instead)")
+    found += _first(_INTROSPECTION, source, Reason.INTERPRETER, "reads {}, the hidden state of functions (the "
+                                                                "grader's are among them)")
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
