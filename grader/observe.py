@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grader.boundary import RETURN_MARK  # recorded on the candidate's thread once its function returned
+from grader.timing import off_stream_kernels  # threat 7's rule: the caller's stream is the first kernel's
 
 CALL_MARK = "kerneltraj-call"
 """The range the worker's main thread records around each observed call."""
@@ -44,19 +45,19 @@ class Event:
 
 
 def attribute(events: list[Event], tags: list[str], _call=CALL_MARK, _worker=WORKER_MARK, _ret=RETURN_MARK,
-              _marks=MARKS, _most=MAX_NAMES) -> list[dict]:
+              _marks=MARKS, _most=MAX_NAMES, _off_stream=off_stream_kernels) -> list[dict]:
     """Per call (in order): its tag, the ops its candidate thread ran, the kernels inside its window, those
     on another stream than the caller's, and whether its marks are in the record.
 
     The caller's stream is the earliest kernel's (the marker the worker launched when the session
-    opened); a stream the trace does not name proves nothing and is never flagged."""
+    opened), judged by `timing.off_stream_kernels`."""
     host = sorted((e for e in events if not e.device), key=lambda e: e.start)
     opened = next((e for e in host if e.name == _worker), None)
     main = opened.thread if opened is not None else None  # marked before any candidate code ran in the session
     windows = [e for e in host if e.name == _call and e.thread == main]
     # the device's own records of the marks (a GPU user annotation per range) are not kernels
     kernels = sorted((e for e in events if e.device and e.name not in _marks), key=lambda e: e.start)
-    caller = kernels[0].stream if kernels else None
+    marker = [(kernels[0].start, kernels[0].name, kernels[0].stream)] if kernels else []
     host = [e for e in host if e.thread != main]
     calls = []
     for i, tag in enumerate(tags):
@@ -71,8 +72,7 @@ def attribute(events: list[Event], tags: list[str], _call=CALL_MARK, _worker=WOR
             "returned": any(e.name == _ret for e in inside),
             "ops": sorted({e.name for e in inside if e.name not in _marks})[:_most],
             "kernels": sorted({e.name for e in ran})[:_most],
-            "foreign": sorted({e.name for e in ran if caller is not None and e.stream is not None
-                               and e.stream != caller})[:50],
+            "foreign": _off_stream(marker + [(e.start, e.name, e.stream) for e in ran if e is not kernels[0]])[:50],
         })
     return calls
 

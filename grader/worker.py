@@ -324,7 +324,6 @@ class Worker:
         self.role = role
         self._arena = None  # a reference worker's answers go into the arena its parent lends it (wire.Arena)
         self._arena_error = None
-        self._off_stream = timing.off_stream_kernels
         if self.cuda:  # the call Triton itself makes to find the stream it launches on
             self._raw_stream = boundary.sealed(lambda _get=torch._C._cuda_getCurrentRawStream,
                                                _dev=torch.cuda.current_device(): _get(_dev))
