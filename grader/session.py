@@ -631,7 +631,17 @@ def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
     card, lang = g.task.card, g.req.language
     allowed = pytorch_allowed(card) if lang == "pytorch" else STRUCTURAL_OPS | set(card.own_kernel_ops)
     forbidden = {_base_op(op) for op in card.forbidden_ops}
-    built = f" (its own extension failed to build at load: {g.build_failed[-300:]})" if g.build_failed else ""
+
+    def fallback(reason: Reason, text: str) -> Floor:
+        """A rule on what computed the answer, broken. A cuda candidate whose own extension failed to build at load
+        and that went on with library code (CUDA-L1's attempts catch the build error and call PyTorch) is a build
+        failure, not a cheat: same floor, truer label (7 of 12 CUDA-L1 L1 attempts on the H200, run 28)."""
+        if lang == "cuda" and g.build_failed:
+            return Floor(Status.COMPILE_ERROR, Reason.COMPILE,
+                         f"its own extension failed to build at load ({g.build_failed[-300:]}), and what ran instead "
+                         f"broke a rule: {text}")
+        return Floor(Status.CHEAT_FLAGGED, reason, text)
+
     for n, call in enumerate(calls):
         where = f"call {n + 1} of size {sz.label} ({call.get('tag') or '?'})"
         if not call.get("seen") or not call.get("returned"):
@@ -647,8 +657,7 @@ def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
                         "it computes: no rule of the task could judge it")
         hit = sorted(op for op in ops if _base_op(op) in forbidden)
         if hit:
-            raise Floor(Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP,
-                        f"{where} called {', '.join(hit)}, the library op that does the whole task")
+            raise fallback(Reason.FORBIDDEN_OP, f"{where} called {', '.join(hit)}, the library op that does the whole task")
         extra = sorted(op for op in ops if allowed is not None and op not in allowed)
         if extra and lang == "pytorch":
             raise Floor(Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP,
@@ -656,9 +665,9 @@ def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
                         f"with {', '.join(card.pytorch_ops)} ops only, never a library op that does a part of the "
                         "task's work for it")
         if extra:
-            raise Floor(Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE,
-                        f"{where}: a {lang} candidate computed with library ops {', '.join(extra[:6])}: only "
-                        f"memory, layout and dtype ops are allowed beside its own kernels{built}")
+            raise fallback(Reason.LIBRARY_COMPUTE,
+                           f"{where}: a {lang} candidate computed with library ops {', '.join(extra[:6])}: only "
+                           "memory, layout and dtype ops are allowed beside its own kernels")
         if call.get("tag") == "check" or not call.get("kernels"):  # kernel rules: the traced call
             continue
         if call.get("foreign"):
@@ -668,22 +677,22 @@ def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
         kernels = call.get("kernels", [])
         if lang in ("cuda", "triton") and kernels and not ran_own_kernel(g.own_kernels, kernels, lang == "triton"):
             seen = ", ".join(k[:60] for k in kernels[:4])
-            raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
-                        f"{where}: a {lang} candidate ran none of the {len(g.own_kernels)} kernels it declares "
-                        f"({', '.join(g.own_kernels[:4])}); the device ran only {seen}{built}")
+            raise fallback(Reason.NO_OWN_KERNEL,
+                           f"{where}: a {lang} candidate ran none of the {len(g.own_kernels)} kernels it declares "
+                           f"({', '.join(g.own_kernels[:4])}); the device ran only {seen}")
         through_host = [k for k in kernels if "DtoH" in k or "HtoD" in k]
         if (lang != "pytorch" or allowed is not None) and any("DtoH" in k for k in through_host) \
                 and any("HtoD" in k for k in through_host):
-            raise Floor(Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE,
-                        f"{where} copied data to the host and back ({', '.join(through_host[:2])}): the answer is "
-                        "computed on the device, by the candidate's own kernels or the ops its task allows")
+            raise fallback(Reason.LIBRARY_COMPUTE,
+                           f"{where} copied data to the host and back ({', '.join(through_host[:2])}): the answer "
+                           "is computed on the device, by the candidate's own kernels or the ops its task allows")
         if lang in ("cuda", "triton") and not card.own_kernel_ops:
             lib = library_kernels(g.own_kernels, kernels, lang == "triton")
             if lib:
-                raise Floor(Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE,
-                            f"{where}: the device ran library kernels beside the {lang} candidate's own: "
-                            f"{', '.join(k[:80] for k in lib[:3])}; an own-kernel candidate's calls may run its "
-                            f"own kernels and memory movement only{built}")
+                raise fallback(Reason.LIBRARY_COMPUTE,
+                               f"{where}: the device ran library kernels beside the {lang} candidate's own: "
+                               f"{', '.join(k[:80] for k in lib[:3])}; an own-kernel candidate's calls may run its "
+                               "own kernels and memory movement only")
         g.kernels.extend(kernels)
 
 

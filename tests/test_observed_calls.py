@@ -84,3 +84,36 @@ def test_a_call_whose_thread_stopped_recording_has_no_return_mark():
     events = [_ev(WORKER_MARK, 1, 0, 1), _ev(CALL_MARK, 1, 10, 20), _ev("aten::exp", 2, 11)]
     (call,) = attribute(events, ["timed"])
     assert call["seen"] and not call["returned"]
+
+
+def _judged(language: str, build_failed: str, ops: list[str]):
+    """The floor `_judge_observed` raises for one check call on the softmax card with `ops` observed."""
+    from types import SimpleNamespace
+
+    from grader.catalogue import load_catalogue
+    from grader.session import Floor, _judge_observed
+
+    card = load_catalogue()["softmax_rows_fp32"]
+    g = SimpleNamespace(task=SimpleNamespace(card=card), req=SimpleNamespace(language=language),
+                        build_failed=build_failed, own_kernels=["row_softmax_kernel"], kernels=[])
+    sz = SimpleNamespace(label="M=8,N=8")
+    with pytest.raises(Floor) as caught:
+        _judge_observed(g, sz, [{"tag": "check", "seen": True, "returned": True, "ops": ops}])
+    return caught.value
+
+
+def test_a_cuda_fallback_after_a_failed_build_is_a_build_failure():
+    """CUDA-L1's attempts catch their extension's build error and call PyTorch: that is labelled a failed build
+    (same floor), and the reason says both what failed to build and what ran; without a failed build, or for a
+    PyTorch candidate, the same ops are the cheat they were."""
+    error = "main.cpp:4:46: error: 'forward' was not declared in this scope"
+    failed = _judged("cuda", error, ["aten::softmax", "aten::_softmax"])
+    assert (failed.status, failed.code) == (Status.COMPILE_ERROR, Reason.COMPILE)
+    assert "failed to build" in failed.reason and "forward" in failed.reason and "aten::softmax" in failed.reason
+    cheat = _judged("cuda", "", ["aten::softmax", "aten::_softmax"])
+    assert (cheat.status, cheat.code) == (Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP)
+    library = _judged("cuda", "", ["aten::exp"])
+    assert (library.status, library.code) == (Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE)
+    assert _judged("cuda", error, ["aten::exp"]).status is Status.COMPILE_ERROR
+    pytorch = _judged("pytorch", error, ["aten::softmax"])
+    assert (pytorch.status, pytorch.code) == (Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP)
