@@ -65,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--device", type=_device, default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
     g.add_argument("--catalogue-extra", action="append", default=[], metavar="TASKS_JSONL",
                    help="JSON-lines file of extra task cards (an import's tasks.jsonl); repeatable")
+    g.add_argument("--compile-cache", default=None, metavar="DIR",
+                   help="folder of extension builds shared across attempts of one program, or 'off' "
+                        "(default: a per-uid folder under the temp dir)")
     g.add_argument("--profile", choices=("cpu", "gpu"), default=None,
                    help="force a size profile for every request (default: each request's own)")
     f = sub.add_parser("fingerprint", help="print this machine's hardware fingerprint")
@@ -171,7 +174,7 @@ def _grade(args) -> int:
     t0 = time.perf_counter()
     counts: dict[str, int] = {}
     with GraderService(mode=args.mode, workers=args.workers, device=args.device,
-                       catalogue_extra=args.catalogue_extra) as svc:
+                       catalogue_extra=args.catalogue_extra, compile_cache=args.compile_cache) as svc:
         for i, result in enumerate(svc.grade(requests), 1):
             out.write(result.to_json() + "\n")
             out.flush()

@@ -34,9 +34,11 @@ class GraderService:
     def __init__(self, mode: str = "zygote", workers: int = 1, device: str = "auto",
                  catalogue_extra: list[str] | None = None, effort=None, hide_extra: list[str] | None = None,
                  address_space_mb: int | None = 16384, reference_arena: bool = True, task_affinity: bool = True,
-                 own_root: bool = True):
+                 own_root: bool = True, compile_cache: str | None = None):
         """`reference_arena`, `task_affinity`, `own_root`: switches for comparing the grader with and without
-        each (bench/gpu_acceptance.py --without); all on in production."""
+        each (bench/gpu_acceptance.py --without); all on in production. `compile_cache`: the folder of extension
+        builds shared across attempts of one program (grader.compile_cache), `off`, or None for a per-uid one
+        under the temp dir (the pipeline passes KERNELTRAJ_COMPILE_CACHE from its settings)."""
         self.device = pick_device(device)
         self.task_affinity = task_affinity
         if self.device == "cpu":
@@ -55,8 +57,7 @@ class GraderService:
         self.device_name = self.fingerprint.get("gpu_name") or (_cuda_name() if cuda else "cpu")
         # Extension builds shared across attempts of the same program (grader.compile_cache); the
         # root is hidden from every worker like the rest of the sealed parent's files.
-        root = os.environ.get("KERNELTRAJ_COMPILE_CACHE") or os.path.join(tempfile.gettempdir(),
-                                                                           f"kerneltraj-ext-cache-{os.geteuid()}")
+        root = compile_cache or os.path.join(tempfile.gettempdir(), f"kerneltraj-ext-cache-{os.geteuid()}")
         self.ext_cache = None
         if root != "off":
             try:

@@ -231,18 +231,17 @@ def _entries(root: Path) -> list[Path]:
                     reason="no C++ compiler or ninja: torch cannot build extensions here")
 @pytest.mark.skipif(os.geteuid() != 0,
                     reason="without root the worker shares the parent's uid and files, so the cache stays off")
-def test_service_serves_a_cached_build_to_the_same_program_only(tmp_path: Path, monkeypatch) -> None:
+def test_service_serves_a_cached_build_to_the_same_program_only(tmp_path: Path) -> None:
     from grader.contract import GradeRequest, Status
     from grader.service import GraderService
 
     root = tmp_path / "ext-cache"
-    monkeypatch.setenv("KERNELTRAJ_COMPILE_CACHE", str(root))
 
     def req(name: str, timeout_s: float = 400.0) -> GradeRequest:
         return GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=EXT_CANDIDATE, language="pytorch",
                             seed=5, timeout_s=timeout_s)
 
-    with GraderService(mode="zygote", workers=1) as svc:
+    with GraderService(mode="zygote", workers=1, compile_cache=str(root)) as svc:
         assert str(root) in svc.slots[0].config["hide"]  # the cache is one of the worker's sealed paths
         first = svc.grade_one(req("first"))
         assert first.status is Status.CORRECT, first.reason

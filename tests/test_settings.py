@@ -44,3 +44,50 @@ def test_path_env_round_trips_the_state_paths(tmp_path):
     again = Settings.from_env(s.path_env())
     assert (again.state_dir, again.warehouse_path, again.releases_dir, again.splits_dir) == (
         s.state_dir, s.warehouse_path, s.releases_dir, s.splits_dir)
+
+
+HANDOFFS = {"KERNELTRAJ_CONFINE", "KERNELTRAJ_WORKER_CONFIG"}
+"""Not settings: a grading parent's message to its own child process (the confinement it must enter, a fresh
+worker's configuration), set by the parent and popped by the child before candidate code runs."""
+
+
+def _named_variables(path: Path) -> set[str]:
+    """Every KERNELTRAJ_* variable a module could read or set: a string that is one name alone (a key of the
+    environment), or a keyword argument (prose that mentions a variable, in a help text or docstring, is not)."""
+    import ast
+    import re
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names |= {node.value} if re.fullmatch(r"KERNELTRAJ_[A-Z0-9_]+", node.value) else set()
+        elif isinstance(node, ast.keyword) and (node.arg or "").startswith("KERNELTRAJ_"):
+            names.add(node.arg)
+    return names
+
+
+def test_settings_is_the_one_reader_of_the_kerneltraj_variables():
+    """No module of the product but the settings module names a KERNELTRAJ_* variable (the grader's compile cache
+    too: the pipeline passes it to GraderService), save the two hand-offs between a grading parent and its
+    children; and every variable the README tells a user about is one the settings read."""
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    settings = root / "pipelines" / "core" / "settings.py"
+    elsewhere = {str(p.relative_to(root)): _named_variables(p) - HANDOFFS
+                 for pkg in ("grader", "pipelines", "assets", "bench") for p in (root / pkg).rglob("*.py")
+                 if p != settings}
+    assert {p: n for p, n in elsewhere.items() if n} == {}
+    read = _named_variables(settings)
+    assert not read & HANDOFFS
+    documented = set(re.findall(r"KERNELTRAJ_[A-Z0-9_]+", (root / "README.md").read_text()))
+    assert documented <= read, documented - read
+
+
+def test_the_compile_cache_setting_reaches_the_grading_backend(tmp_path):
+    from pipelines.defs.resources import backend_from
+
+    s = Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path), "KERNELTRAJ_COMPILE_CACHE": "off"})
+    assert s.compile_cache == "off" and backend_from(s).compile_cache == "off"
+    assert backend_from(s, revalidation=True).compile_cache == "off"
+    assert Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path)}).compile_cache == ""

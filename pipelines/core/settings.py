@@ -76,6 +76,9 @@ class Settings:
     """Hub base URL releases are published to (KERNELTRAJ_HUB_ENDPOINT); the write token is read from HF_TOKEN."""
     hub_repo: str = ""
     """Hub dataset repo `namespace/name` (KERNELTRAJ_HUB_REPO); empty: publishing is not configured."""
+    compile_cache: str = ""
+    """Folder of extension builds shared across attempts of one program, or `off` (KERNELTRAJ_COMPILE_CACHE;
+    empty: a per-uid folder under the temp dir)."""
     checkpoints: tuple[str, ...] = field(default_factory=demo_checkpoints)
     """Baseline then treatment checkpoint attempt files of the learning comparison (KERNELTRAJ_CHECKPOINTS,
     os.pathsep-separated; default the demo's)."""
@@ -105,6 +108,7 @@ class Settings:
             release_version=env.get("KERNELTRAJ_RELEASE_VERSION") or default_release_version(),
             hub_endpoint=env.get("KERNELTRAJ_HUB_ENDPOINT") or "https://huggingface.co",
             hub_repo=env.get("KERNELTRAJ_HUB_REPO", ""),
+            compile_cache=env.get("KERNELTRAJ_COMPILE_CACHE", ""),
             checkpoints=_paths(env.get("KERNELTRAJ_CHECKPOINTS")) or demo_checkpoints(),
         )
 

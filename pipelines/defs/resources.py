@@ -58,4 +58,5 @@ class PublishGate(dg.ConfigurableResource):
 def backend_from(settings: Settings, revalidation: bool = False) -> GradingBackend:
     return GradingBackend(mode=settings.revalidation_mode if revalidation else settings.grader_mode,
                           workers=settings.workers, timeout_s=settings.timeout_s,
-                          profile=settings.profile, retries=settings.retries, task_files=list(settings.task_files))
+                          profile=settings.profile, retries=settings.retries, task_files=list(settings.task_files),
+                          compile_cache=settings.compile_cache)

@@ -45,6 +45,8 @@ class GradingBackend(dg.ConfigurableResource):
     """Extra tries for attempts that came back infra_error or not at all (candidate faults are final)."""
     task_files: list[str] = []
     """Task-card JSONL files written by importers, loaded by the grader next to its built-in catalogue."""
+    compile_cache: str = ""
+    """Folder of shared extension builds, `off`, or empty for the grader's default (Settings.compile_cache)."""
 
     def request(self, attempt_id: str, task_id: str, source: str, language: str, entry_point: str,
                 seed: int) -> GradeRequest:
@@ -86,5 +88,6 @@ class GradingBackend(dg.ConfigurableResource):
         from grader.service import GraderService
 
         extra = [str(Path(p)) for p in self.task_files] or None
-        with GraderService(mode=self.mode, workers=self.workers, catalogue_extra=extra) as svc:
+        with GraderService(mode=self.mode, workers=self.workers, catalogue_extra=extra,
+                           compile_cache=self.compile_cache or None) as svc:
             yield from svc.grade(batch)

@@ -66,7 +66,7 @@ class GraderActor:
     """Runs inside a Ray actor: one GraderService for the lifetime of the actor."""
 
     def __init__(self, label: str, scratch: str, mode: str, workers: int, device: str,
-                 catalogue_extra: list[str] | None):
+                 catalogue_extra: list[str] | None, compile_cache: str | None = None):
         from grader.service import GraderService
 
         self.label = label
@@ -76,7 +76,8 @@ class GraderActor:
         shutil.rmtree(self.scratch, ignore_errors=True)
         os.makedirs(self.scratch, mode=0o700)
         tempfile.tempdir = self.scratch
-        self.svc = GraderService(mode=mode, workers=workers, device=device, catalogue_extra=catalogue_extra)
+        self.svc = GraderService(mode=mode, workers=workers, device=device, catalogue_extra=catalogue_extra,
+                                 compile_cache=compile_cache)
 
     def ready(self) -> dict[str, Any]:
         """Where this actor runs and on what (for infra results and the caller's logs)."""
@@ -108,11 +109,13 @@ class RayGradingBackend:
     def __init__(self, address: str | None = None, actors: int | None = None, device: str = "auto",
                  mode: str = "zygote", workers_per_actor: int = 1, catalogue_extra: list[str] | None = None,
                  max_retries: int = 2, max_restarts: int = 3, num_cpus: int | None = None,
-                 start_timeout_s: float = 900.0, grace_s: float = 120.0, runtime_env: dict | None = None):
+                 start_timeout_s: float = 900.0, grace_s: float = 120.0, runtime_env: dict | None = None,
+                 compile_cache: str | None = None):
         """address: None starts a private local cluster; "auto" or "ray://host:10001" joins one.
         actors: None = one per GPU in the cluster, or 1 on a CPU-only cluster.
         max_retries: re-queues per attempt after lost actors; max_restarts: Ray restarts per actor.
-        grace_s: slack over a batch's largest timeout_s before a silent actor is killed and restarted."""
+        grace_s: slack over a batch's largest timeout_s before a silent actor is killed and restarted.
+        compile_cache: each actor's folder of shared extension builds (GraderService), `off`, or None."""
         if workers_per_actor < 1 or max_retries < 0 or max_restarts < 0:
             raise ValueError("workers_per_actor >= 1, max_retries >= 0 and max_restarts >= 0 are required")
         self.address, self.device, self.mode = address, device, mode
@@ -121,6 +124,7 @@ class RayGradingBackend:
         self.max_retries, self.max_restarts = max_retries, max_restarts
         self.num_cpus, self.start_timeout_s, self.grace_s = num_cpus, start_timeout_s, grace_s
         self.runtime_env = runtime_env or {}
+        self.compile_cache = compile_cache
         self.handles: dict[str, Any] = {}
         self.info: dict[str, dict[str, Any]] = {}
         self._in_flight: dict[str, list[str]] = {}
@@ -166,7 +170,8 @@ class RayGradingBackend:
         for i in range(n):
             label = f"grader-{i}"
             self.handles[label] = cls.options(**opts).remote(label, f"{self._token}-{label}", self.mode,
-                                                             self.workers_per_actor, device, self.catalogue_extra)
+                                                             self.workers_per_actor, device, self.catalogue_extra,
+                                                             self.compile_cache)
         self._started = True
         return self
 

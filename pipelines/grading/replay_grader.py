@@ -56,6 +56,8 @@ class ProcessGrader(GradingBackend):
                "--workers", str(self.workers), "--device", device]
         for p in self.task_files:
             cmd += ["--catalogue-extra", str(Path(p))]
+        if self.compile_cache:
+            cmd += ["--compile-cache", self.compile_cache]
         self._err = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(cmd, env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._err, start_new_session=True)
@@ -135,6 +137,7 @@ def _main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--catalogue-extra", action="append", default=[])
+    ap.add_argument("--compile-cache", default=None)
     args = ap.parse_args(argv)
     # The protocol keeps its own copy of stdout; fd 1 then points at stderr, so a stray print cannot
     # corrupt (or forge) a result line.
@@ -148,7 +151,7 @@ def _main(argv: list[str] | None = None) -> int:
         proto.flush()
 
     with GraderService(mode=args.mode, workers=args.workers, device=args.device,
-                       catalogue_extra=args.catalogue_extra or None) as svc:
+                       catalogue_extra=args.catalogue_extra or None, compile_cache=args.compile_cache) as svc:
         say({"event": "ready", "pid": os.getpid(), "device": svc.device, "device_name": svc.device_name})
         for line in sys.stdin:
             if not line.strip():
