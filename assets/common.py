@@ -43,16 +43,16 @@ def picture(context: Any, name: str, png: bytes, alt: str) -> dg.MetadataValue:
     """A picture as metadata the asset page draws inline: the PNG is stored beside the run's captured logs, which
     the webserver serves (its /logs/ route, Dagster's own compute-log download), and the metadata is a short
     Markdown image of it. Where the instance keeps its logs elsewhere (cloud storage), or the file cannot be
-    written, the picture travels inside the Markdown as a data URI instead (shown behind [Show Markdown])."""
-    from dagster._core.storage.local_compute_log_manager import LocalComputeLogManager
-
+    written, the picture travels inside the Markdown as a data URI instead (shown behind [Show Markdown]).
+    The local storage is known by the method that names a file of it, not by importing its class from
+    `dagster._core`: a Dagster that renames either falls back to the data URI instead of failing the asset."""
     from pipelines.reporting.plots import png_markdown
 
-    manager = context.instance.compute_log_manager
+    local_path = getattr(context.instance.compute_log_manager, "get_captured_local_path", None)
     key = [PICTURES, context.asset_key.to_python_identifier(), f"{context.run.run_id}-{name}"]
-    if isinstance(manager, LocalComputeLogManager):
+    if callable(local_path):
         try:
-            path = Path(manager.get_captured_local_path(key, "png"))
+            path = Path(local_path(key, "png"))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(png)
         except (OSError, ValueError):

@@ -378,3 +378,58 @@ def test_cli_serves_until_terminated(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
+
+
+def test_a_hung_hub_ends_the_publish_at_its_timeout(hub: LocalHub, tmp_path: Path) -> None:
+    """A request the Hub never answers ends at the publisher's timeout with an error naming the step, not a
+    hang; requests sent outside a publish are left as they were."""
+    import time
+
+    import huggingface_hub
+
+    gate = hub.gate("POST", "/api/repos/create")
+    pub = publisher(hub, "kerneltraj/hung", max_retries=0)
+    pub = pub.model_copy(update={"timeout_s": 1.0})
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(HubPublishError, match=r"step 'create repo' failed after 1 attempt.*Timeout"):
+            pub.publish(write_release(tmp_path / "v1", {"graded_attempts": rows("a", 2, 0.0)}), "v1.0.0")
+    finally:
+        gate.release(drop=True)
+    assert time.monotonic() - t0 < 30
+    plain = huggingface_hub.get_session().build_request("GET", hub.url)
+    before = dict(plain.extensions)
+    for hook in huggingface_hub.get_session().event_hooks["request"]:
+        hook(plain)
+    assert plain.extensions.get("timeout") == before.get("timeout")
+
+
+def test_concurrent_publishes_keep_their_own_timeouts() -> None:
+    """The timeout belongs to the publish that sends the request (its context), so two publishes on two
+    threads do not trade timeouts, and the shared client's hook is added once."""
+    import threading
+
+    import huggingface_hub
+
+    from pipelines.publishing.hub import _client_timeout
+
+    seen: dict[str, float] = {}
+    both_in = threading.Barrier(2)
+
+    def publish(name: str, timeout_s: float) -> None:
+        with _client_timeout(timeout_s):
+            both_in.wait(timeout=10)
+            request = huggingface_hub.get_session().build_request("GET", "http://127.0.0.1:9/")
+            for hook in huggingface_hub.get_session().event_hooks["request"]:
+                hook(request)
+            seen[name] = request.extensions["timeout"]["read"]
+            both_in.wait(timeout=10)
+
+    threads = [threading.Thread(target=publish, args=(n, t)) for n, t in (("a", 3.0), ("b", 7.0))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert seen == {"a": 3.0, "b": 7.0}
+    hooks = huggingface_hub.get_session().event_hooks["request"]
+    assert sum(getattr(h, "__name__", "") == "_timeout_hook" for h in hooks) == 1

@@ -8,6 +8,7 @@ published tag is never moved: a version names one content forever.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fnmatch
 import hashlib
 import json
@@ -15,6 +16,7 @@ import os
 import random
 import re
 import shutil
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -315,25 +317,49 @@ def _transient(e: BaseException) -> bool:
     return isinstance(e, (httpx2.TransportError, ConnectionError, TimeoutError))
 
 
+_PUBLISH_TIMEOUT: contextvars.ContextVar[float | None] = contextvars.ContextVar("kerneltraj_publish_timeout",
+                                                                                 default=None)
+_ACTIVE_TIMEOUTS: dict[int, float] = {}
+"""Timeouts of the publishes running now, by their context token's id: the fall-back for requests that
+huggingface_hub sends from threads of its own (LFS uploads), which do not inherit the publish's context."""
+_TIMEOUT_LOCK = threading.Lock()
+
+
+def _timeout_hook(request: Any) -> None:
+    """A request hook of huggingface_hub's shared client: a request sent during a publish gets that publish's
+    timeout (its context's, else the longest of those running); any other request is left as it was."""
+    import httpx2
+
+    timeout_s = _PUBLISH_TIMEOUT.get()
+    if timeout_s is None:
+        with _TIMEOUT_LOCK:
+            timeout_s = max(_ACTIVE_TIMEOUTS.values(), default=None)
+    if timeout_s is not None:
+        request.extensions = {**request.extensions, "timeout": httpx2.Timeout(timeout_s).as_dict()}
+
+
 @contextlib.contextmanager
 def _client_timeout(timeout_s: float) -> Iterator[None]:
-    """Give huggingface_hub's shared HTTP client a timeout for the duration of a publish.
+    """Requests sent during a publish time out after `timeout_s`.
 
-    huggingface_hub 2.x has no per-call timeout on HfApi's write methods and its default client has
-    none at all, so a hung Hub would hang the run; the previous client factory is restored after.
+    huggingface_hub 2.x has no per-call timeout on HfApi's write methods, and its shared client has none at
+    all, so a hung Hub would hang the run. The hook is added once to that client (public API:
+    `huggingface_hub.get_session` and httpx's `event_hooks`), never swapped out, and decides per request:
+    concurrent publishes keep their own timeouts, and other users of the client are untouched.
     """
-    import httpx2
-    from huggingface_hub.utils import _http
+    import huggingface_hub
 
-    previous = getattr(_http, "_GLOBAL_CLIENT_FACTORY", _http.default_client_factory)
-
-    def factory() -> Any:
-        client = previous()
-        client.timeout = httpx2.Timeout(timeout_s)
-        return client
-
-    _http.set_client_factory(factory)
+    client = huggingface_hub.get_session()
+    with _TIMEOUT_LOCK:
+        hooks = client.event_hooks
+        if _timeout_hook not in hooks["request"]:
+            client.event_hooks = {**hooks, "request": [*hooks["request"], _timeout_hook]}
+    token = _PUBLISH_TIMEOUT.set(timeout_s)
+    with _TIMEOUT_LOCK:
+        _ACTIVE_TIMEOUTS[id(token)] = timeout_s
     try:
         yield
     finally:
-        _http.set_client_factory(previous)
+        with _TIMEOUT_LOCK:
+            del _ACTIVE_TIMEOUTS[id(token)]
+        _PUBLISH_TIMEOUT.reset(token)
