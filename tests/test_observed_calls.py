@@ -117,3 +117,15 @@ def test_a_cuda_fallback_after_a_failed_build_is_a_build_failure():
     assert _judged("cuda", error, ["aten::exp"]).status is Status.COMPILE_ERROR
     pytorch = _judged("pytorch", error, ["aten::softmax"])
     assert (pytorch.status, pytorch.code) == (Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP)
+
+
+def test_code_torch_generated_in_an_observed_call_floors_whatever_the_language():
+    """A compiled region records none of the ops it computes (the source refusal of torch.compile is the
+    first line; this is the one behind it, for code that reached the compiler by another name)."""
+    recorded = ["TorchDynamo Cache Lookup", "Torch-Compiled Region: 0/0", "Pregraph bytecode",
+                "## Call CompiledFxGraph fg6gi3a7gghpbw4kir2fnu5bolnayrjr4wpv4lpklgmdovbfsbwj ##"]  # torch 2.13, CPU
+    for language in ("pytorch", "triton", "cuda"):
+        for records in (recorded, recorded[3:]):  # the whole region, or a compiled graph called alone
+            floor = _judged(language, "", ["aten::exp", *records])
+            assert (floor.status, floor.code) == (Status.CHEAT_FLAGGED, Reason.LIBRARY_COMPUTE), language
+            assert "CompiledFxGraph" in floor.reason or "Torch-Compiled Region" in floor.reason
