@@ -78,9 +78,9 @@ EXPERT_SLACK = 16.0
 """How many times the expert's own worst error a candidate may err by, on the same inputs, where the card's
 tolerance alone is tighter than honest float arithmetic gets: long fp32 dot products whose outputs cancel to
 near zero (H200 run 20, KernelBench L1:T1 and L1:T3: the expert's own cuBLAS call fails the same bound).
-Measured on the CPU (tests/test_expert_slack.py, 64x64 outputs, K 256-4096, means 0.05-1): a one-product-at-
-a-time fp32 sum, as a naive kernel's thread does, errs 1.6-12.5x the blocked library GEMM's worst; TF32 or
-fp16 operands 78-950x. On the GPU the expert (cuBLAS) itself sums along K in order."""
+Measured on the CPU (tests/grader/test_expert_slack.py, 64x64 outputs, K 256-4096, means 0.05-1): a
+one-product-at-a-time fp32 sum, as a naive kernel's thread does, errs 1.6-12.5x the blocked library GEMM's
+worst; TF32 or fp16 operands 78-950x. On the GPU the expert (cuBLAS) itself sums along K in order."""
 
 
 def expert_slack(expert_out, ref, rtol: float) -> float:

@@ -3,7 +3,8 @@
 -- table that carries a reward (sql/release.sql: trajectories' turns, grades, revalidated) or an attempt's
 -- outcome (attempts), so the tables cannot tell the same attempt differently.
 -- 'infra_error' and 'unsupported_on_backend' are the grader's statuses that are no fault of the candidate
--- (grader.contract Status.is_candidate_fault); tests/test_release_card.py holds these lists to the grader's.
+-- (grader.contract Status.is_candidate_fault); tests/pipelines/reporting/test_release_card.py holds these lists
+-- to the grader's.
 
 -- The backend a grade was measured on: its hardware fingerprint's kind, else read from the device name.
 CREATE OR REPLACE MACRO measured_backend(kind, device) AS

@@ -127,8 +127,8 @@ def checkpoint_pair(out: Path) -> Path:
     """One baseline and one treatment attempt of the same task, both quick to grade on CPU.
 
     The release job also runs the learning comparison, which grades every checkpoint attempt each run;
-    the demo's 40 would take minutes, and the release tests are not about that comparison (tests/test_learning.py
-    is)."""
+    the demo's 40 would take minutes, and the release tests are not about that comparison
+    (tests/pipelines/curation/test_learning.py is)."""
     ckpt = REPO_ROOT / "demo" / "checkpoints"
     base = [json.loads(ln) for ln in (ckpt / "baseline.jsonl").read_text().splitlines() if ln.strip()]
     treat = [json.loads(ln) for ln in (ckpt / "treatment.jsonl").read_text().splitlines() if ln.strip()]
@@ -253,8 +253,9 @@ def session_shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def release_project(tmp_path_factory, demo_files) -> ReleaseProject:
     """One release materialised by the real CLI, once per session, for every test that only reads it
-    (tests/test_pipeline.py, tests/test_publish.py, tests/test_browser.py): a first `kerneltraj release` is
-    killed (SIGKILL, whole process group) once it has committed grades, then a second runs to completion.
+    (tests/assets/test_pipeline.py, tests/pipelines/publishing/test_publish.py,
+    tests/pipelines/defs/test_browser.py): a first `kerneltraj release` is killed (SIGKILL, whole process group)
+    once it has committed grades, then a second runs to completion.
     A test that changes the project works on `ReleaseProject.copy`.
 
     Built once per session, also under xdist: the first worker to ask builds it under a file lock in the
@@ -322,7 +323,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 SHARED_SESSION_FIXTURES = ("release_project",)
 """Session fixtures too expensive to build on every worker: the tests that use one are one xdist group."""
-REQUESTED_AT_RUN_TIME = {"tests/test_browser.py::ui_url": "release_project"}
+REQUESTED_AT_RUN_TIME = {"tests/pipelines/defs/test_browser.py::ui_url": "release_project"}
 """Fixtures that ask for a shared one through `request.getfixturevalue` (so only once they know they will run):
 their tests join that fixture's group."""
 

@@ -117,7 +117,8 @@ _X = InputSpec("x", ("M", "N"), "float32", mean=(-2.0, 2.0), std=(0.5, 2.0))
 # 0.1 of rtol * ||terms||_2 at n = 10007; it would reach 1 only near n ~ 10^6). The 2-norm and not
 # sum(|x|), Higham's worst-case magnitude: rounding the terms to fp16 or bf16 alone costs about
 # 2^-12 * ||terms||_2, which stays above rtol * ||terms||_2 (1e-4), while rtol * sum(|x|) is sqrt(n)
-# times larger and lets an fp16 pairwise sum through on cancelling draws (tests/test_reduction_tolerance.py).
+# times larger and lets an fp16 pairwise sum through on cancelling draws
+# (tests/grader/test_reduction_tolerance.py).
 _ROW_SUM_SCALE = "import torch\ndef run(x):\n    return x.pow(2).sum(dim=-1).sqrt()\n"
 # The mean's error is the sum's divided by M.
 _COL_MEAN_SCALE = "import torch\ndef run(x):\n    return x.pow(2).sum(dim=0).sqrt() / x.shape[0]\n"

@@ -1,0 +1,267 @@
+"""The call boundary in the worker (grader/boundary.py, guard.py): each piece on its own, on CPU.
+
+The planted cheats in tests/adversarial/ attack the whole; these tests pin the mechanisms, so a
+change that weakens one fails here with its name. Audit hooks cannot be removed once added, so the
+tests that install one run in a child interpreter.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import REPO_ROOT
+
+
+def _child(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, cwd=str(REPO_ROOT), env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+
+
+def test_candidate_frames_never_reach_the_worker():
+    from grader import boundary
+
+    def walk():
+        f, seen = sys._getframe(0), []
+        while f is not None:
+            seen.append((f.f_code.co_filename, f.f_code.co_name))
+            f = f.f_back
+        return seen
+
+    runner = boundary.CandidateRunner(lambda e: ("exception", repr(e)))
+    box = runner.run(walk, ())
+    assert box[1] is None
+    names = [name for _, name in box[0]]
+    assert names == ["walk", "_trampoline"], box[0]  # nothing of this test's (the worker's) frames below
+
+
+def test_candidate_errors_are_formatted_on_its_own_thread():
+    import threading
+
+    from grader import boundary
+
+    seen = {}
+
+    class Loud(Exception):
+        def __str__(self):
+            seen["thread"] = threading.get_ident()
+            return "loud"
+
+    def boom():
+        raise Loud()
+
+    box = boundary.CandidateRunner(lambda e: ("exception", str(e))).run(boom, ())
+    assert box[1] == ("exception", "loud")
+    assert seen["thread"] != threading.get_ident()
+
+
+def test_candidate_thread_has_ended_when_run_returns():
+    from grader import boundary
+    from grader.sandbox import thread_count
+
+    before = thread_count(os.getpid())
+    for _ in range(20):
+        boundary.CandidateRunner(lambda e: ("exception", "")).run(lambda: None, ())
+        assert thread_count(os.getpid()) == before
+
+
+def test_a_parked_thread_that_gets_no_work_is_ended():
+    """The worker parks the call's thread before drawing inputs; if drawing them fails, release ends it,
+    so no thread is left for the parent's count (an honest grade would be floored for it)."""
+    from grader import boundary
+    from grader.sandbox import thread_count
+
+    before = thread_count(os.getpid())
+    runner = boundary.CandidateRunner(lambda e: ("exception", ""))
+    parked = runner.park()
+    assert thread_count(os.getpid()) == before + 1
+    runner.release(parked)
+    assert thread_count(os.getpid()) == before
+
+
+def test_signal_handlers_cannot_be_set_from_candidate_code():
+    from grader import boundary
+
+    box = boundary.CandidateRunner(lambda e: ("exception", str(e))).run(
+        signal.signal, (signal.SIGALRM, lambda *a: None))
+    assert box[1] is not None and "main thread" in box[1][1]
+
+
+def test_a_mode_left_on_the_candidate_thread_is_reported():
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    from grader import boundary
+
+    def enter_and_leave_on():
+        TorchFunctionMode().__enter__()
+
+    box = boundary.CandidateRunner(lambda e: ("exception", str(e)), boundary.torch_stacks()).run(enter_and_leave_on, ())
+    assert box[2] and "torch function mode" in box[2]
+    assert torch._C._len_torch_function_stack() == 0  # thread-local: this thread never saw it
+
+
+@pytest.mark.parametrize("change, expect", [
+    ("import builtins; builtins.type = lambda x: int", "builtins.type"),
+    ("import builtins; builtins.kt_new_name = 1", "builtins.kt_new_name"),
+    ("import torch; torch.Tensor.kt_lazy = property(lambda self: 1)", "Tensor.kt_lazy"),
+    ("import gc; gc.callbacks.append(lambda *a: None)", "gc.callbacks"),
+    ("import gc; gc.enable()", "gc.isenabled"),
+    ("import sys; sys.meta_path.insert(0, object())", "sys.meta_path"),
+    ("import sys; sys.excepthook = lambda *a: None", "sys.excepthook"),
+])
+def test_state_check_names_each_change(change, expect):
+    proc = _child(f"""
+        import gc
+        import torch
+        from grader.boundary import make_state_check
+        gc.disable()
+        check = make_state_check([torch.Tensor, torch._C.TensorBase])
+        assert check() == [], check()
+        {change}
+        print(check())
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert expect in proc.stdout, proc.stdout
+
+
+@pytest.mark.parametrize("action, kind", [
+    ("sys.settrace(hook)", "set a trace function"),
+    ("sys.setprofile(hook)", "set a profile function"),
+    # Through the C API: the symbol's lookup is refused before the call (grader 0.9.0: CPython's eval, frame and
+    # thread-state API are native switches of the observation).
+    ("import ctypes; ctypes.pythonapi.PyEval_SetProfile(ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, "
+     "ctypes.py_object, ctypes.c_int, ctypes.py_object)(lambda *a: 0), None)", "native switch"),
+    ("sys.addaudithook(hook)", "added an audit hook"),  # refused silently by CPython's rules
+    ("sys._current_frames()", "every thread's frames"),
+    ("import gc; gc.get_objects()", "every object"),
+    ("import gc; gc.get_referrers(sys)", "referrers"),
+])
+def test_guard_refuses_interpreter_hooks(action, kind):
+    proc = _child(f"""
+        import os, sys
+        from grader import guard
+        calls = []
+        def hook(*args):
+            calls.append(args)
+        r, w = os.pipe()
+        guard.install(w, [])
+        try:
+            {action}
+        except RuntimeError as e:
+            print("RAISED", e)
+        open(os.devnull).close()  # an event the added hook would see; a call the trace hooks would see
+        print("HOOKS", sys.gettrace(), sys.getprofile(), len(calls))
+        os.close(w)
+        print(os.read(r, 4096).decode())
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "HOOKS None None 0" in proc.stdout, proc.stdout
+    assert "interp\t" in proc.stdout and kind in proc.stdout, proc.stdout
+
+
+def test_signal_requests_are_reported():
+    proc = _child("""
+        import os, signal
+        from grader import guard
+        r, w = os.pipe()
+        guard.watch_signals(w)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        os.close(w)
+        print(os.read(r, 4096).decode())
+    """)
+    assert "interp\tasked for a signal handler or timer (signal.setitimer)" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("silence", ["os.dup2(os.open('/dev/null', os.O_WRONLY), w)", "os.close(w)"])
+def test_a_silenced_audit_channel_ends_the_worker(silence):
+    from grader.guard import AUDIT_EXIT
+
+    proc = _child(f"""
+        import os
+        from grader import guard
+        r, w = os.pipe()
+        guard.install(w, ["/root"])
+        {silence}
+        try:
+            os.listdir("/root")  # a reach the hook must report
+        except OSError:
+            pass
+        print("NOT REPORTED")
+    """)
+    assert proc.returncode == AUDIT_EXIT, (proc.returncode, proc.stdout, proc.stderr[-1000:])
+    assert "NOT REPORTED" not in proc.stdout
+
+
+def test_signal_handlers_are_judged_by_where_their_code_lies():
+    """A ctypes callback (anonymous memory) is the candidate's; a handler inside a library file (the
+    interpreter's own, or Triton's LLVM on its first compile) is not, and becomes the new baseline."""
+    proc = _child("""
+        import ctypes, signal
+        from grader.boundary import make_signal_check
+        check = make_signal_check()
+        assert check() == []
+        signal.signal(signal.SIGUSR2, lambda *a: None)  # the interpreter's C handler: a library file
+        print("LIBRARY", check())
+        libc = ctypes.CDLL(None)
+        handler = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda sig: None)
+        libc.signal.restype = ctypes.c_void_p
+        libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        libc.signal(signal.SIGUSR1, ctypes.cast(handler, ctypes.c_void_p))
+        print("CALLBACK", check())
+        print("AGAIN", check())
+    """)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "LIBRARY []" in proc.stdout, proc.stdout
+    assert f"a handler for signal {int(signal.SIGUSR1)} in anonymous memory" in proc.stdout, proc.stdout
+    assert "AGAIN [" in proc.stdout and "AGAIN []" not in proc.stdout, proc.stdout  # never taken as baseline
+
+
+def test_audit_descriptor_target_is_read_from_outside():
+    from grader.sandbox import fd_target
+
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert (fd_target(proc.pid, 0) or "").startswith("pipe:")
+        assert fd_target(proc.pid, 987) is None
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\ndef run(x):\n    return torch.ops.aten._softmax(x, -1, False)",
+    "import torch\ndef run(x):\n    return torch.ops.aten._softmax.default.redispatch(None, x, -1, False)",
+    "import torch.library\ndef run(x):\n    return x",
+    "import torch\nlib = getattr(torch, 'library')\ndef run(x):\n    return x",
+    "from torch.utils._python_dispatch import TorchDispatchMode\ndef run(x):\n    return x",
+    "from torch.overrides import TorchFunctionMode\ndef run(x):\n    return x",
+    "import torch\nclass T(torch.Tensor):\n    @classmethod\n    def __torch_function__(cls, f, t, a=(), k=None):\n"
+    "        return f(*a)\ndef run(x):\n    return x",
+    "import torch\ndef run(x):\n    with torch._C._DisableTorchDispatch():\n        return x",
+])
+def test_dispatcher_escape_hatches_are_refused_statically(source):
+    from grader.contract import Reason
+    from grader.statics import static_findings
+
+    assert [f.code for f in static_findings(source)][:1] == [Reason.DISPATCHER_ESCAPE]
+
+
+def test_ordinary_sources_are_not_dispatcher_escapes():
+    from grader.statics import static_findings
+
+    src = ("import torch\nimport torch.nn.functional as F\nclass K:\n    def __init__(self):\n        self._ops = []\n"
+           "        self.library = None\ndef run(x):\n    return F.relu(x) + torch.exp(x)")
+    assert static_findings(src) == []
+
+
+def test_structural_ops_hold_no_arithmetic():
+    from grader.taskcard import STRUCTURAL_OPS
+
+    for op in ("aten::exp", "aten::sum", "aten::_softmax", "aten::cumsum", "aten::mm", "aten::add", "aten::mul",
+               "aten::where", "aten::group_norm", "aten::amax", "aten::index_select", "aten::cat"):
+        assert op not in STRUCTURAL_OPS

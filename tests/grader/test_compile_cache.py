@@ -1,0 +1,297 @@
+"""The extension compile cache: keys, tamper and corruption handling, and one real C++ build.
+
+The real build runs the worker side in separate interpreters (one compiles, one is served from
+the cache), as grading workers would; the parent side runs in the test process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.compile_cache import (BuildEnv, CompileCache, binding, cache_key, material_of, pack, sealed_from,
+                                  sha256_hex, unpack)
+from tests.conftest import REPO_ROOT
+
+ENV = BuildEnv("2.x", None, "cpu", "c++ test")
+MAT_A = material_of("load_inline", {"name": "ext_a", "cpp_sources": "int f(){return 1;}", "functions": ["f"],
+                                    "extra_cflags": ["-O3"], "verbose": True, "build_directory": "/tmp/x"})
+
+
+def _digest(material: dict) -> str:
+    return sha256_hex(json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+
+
+def test_material_and_keys() -> None:
+    # One source string and a list of it build the same thing; where and how loudly do not count.
+    same = material_of("load_inline", {"name": "ext_a", "cpp_sources": ["int f(){return 1;}"], "functions": ["f"],
+                                       "extra_cflags": ["-O3"], "verbose": False, "build_directory": "/elsewhere"})
+    assert same == MAT_A and "verbose" not in MAT_A and "build_directory" not in MAT_A
+    flags = dict(MAT_A, extra_cflags=["-O0"])
+    assert _digest(flags) != _digest(MAT_A)
+    assert material_of("load_inline", {"name": "x", "cpp_sources": "", "is_python_module": False}) is None
+    b1, b2 = binding("print(1)", ENV), binding("print(2)", ENV)
+    assert b1 != b2 and binding("print(1)", BuildEnv("2.x", None, "sm_90", "c++ test")) != b1
+    assert cache_key(b1, _digest(MAT_A)) != cache_key(b2, _digest(MAT_A))
+
+
+def test_pack_drops_items_that_lie_about_bounds() -> None:
+    index, payload = pack([({"a": 1}, b"xyz"), ({"a": 2}, b"0123")])
+    assert [(m["a"], d) for m, d in unpack(index, payload)] == [(1, b"xyz"), (2, b"0123")]
+    index[1]["size"] = 99
+    index.append({"offset": -1, "size": 2})
+    assert [m["a"] for m, _ in unpack(index, payload)] == [1]
+
+
+def test_root_and_secret_are_private(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path / "cache")
+    assert stat.S_IMODE(os.stat(cache.root).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(cache.root / ".secret").st_mode) == 0o600
+    assert CompileCache(cache.root)._secret == cache._secret  # a second parent reads the same secret
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="handing a directory to another user needs root")
+def test_root_made_by_another_user_is_refused(tmp_path: Path) -> None:
+    # A shared /tmp: someone else's directory at the default root (whose secret they know) is not used.
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    os.chown(planted, os.geteuid() + 4242, os.geteuid() + 4242)
+    with pytest.raises(PermissionError):
+        CompileCache(planted)
+    assert not (planted / ".secret").exists()
+
+
+def test_cache_only_used_when_the_worker_cannot_reach_it() -> None:
+    root = "/srv/kt/ext-cache"  # only compared as a path, never created
+    me = os.geteuid()
+    assert sealed_from({"uid": me + 1000, "mount_ns": "off: EPERM"}, root)
+    assert sealed_from({"uid": f"off: running as uid {me}", "mount_ns": True, "hidden_paths": ["/srv"]}, root)
+    assert sealed_from({"uid": "off", "mount_ns": True, "hidden_paths": []}, "/tmp/kt-cache")  # private /tmp
+    assert not sealed_from({"uid": "off", "mount_ns": True, "hidden_paths": ["/srv/kt/ext-cachex"]}, root)
+    assert not sealed_from({"uid": me, "mount_ns": "off: EPERM"}, root)  # same uid, same files: no cache
+
+
+def test_tampered_entry_never_serves_another_key(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path / "cache")
+    prog_a, prog_b = "program A", "program B"
+    index, payload = pack([({"material": MAT_A, "module_file": "ext_a.so"}, b"A-binary")])
+    [entry] = cache.accept(prog_a, ENV, index, payload)
+    assert entry.material_sha256 == _digest(MAT_A)
+    bind_b = binding(prog_b, ENV)
+    # Copied under program B's binding (same material): refused, deleted, A still served.
+    shutil.copytree(entry.path, cache.root / bind_b / entry.material_sha256)
+    assert cache.offer(prog_b, ENV) == ([], b"")
+    assert not (cache.root / bind_b / entry.material_sha256).exists()
+    # Manifest rewritten to claim B's binding and key, without the parent's secret: refused too.
+    shutil.copytree(entry.path, cache.root / bind_b / entry.material_sha256)
+    doc = json.loads((cache.root / bind_b / entry.material_sha256 / "manifest.json").read_text())
+    doc["manifest"].update(binding=bind_b, key=cache_key(bind_b, entry.material_sha256))
+    (cache.root / bind_b / entry.material_sha256 / "manifest.json").write_text(json.dumps(doc))
+    assert cache.offer(prog_b, ENV) == ([], b"")
+    index_a, payload_a = cache.offer(prog_a, ENV)
+    assert [d for _, d in unpack(index_a, payload_a)] == [b"A-binary"]
+
+
+def test_worker_reports_are_filed_under_its_own_program_only(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path / "cache")
+    # A worker of program A claims a digest (and a key) belonging to another material: both ignored.
+    forged = {"material": MAT_A, "module_file": "ext_a.so", "material_sha256": "0" * 64,
+              "key": cache_key(binding("program B", ENV), _digest(MAT_A))}
+    [entry] = cache.accept("program A", ENV, *pack([(forged, b"evil")]))
+    assert entry.material_sha256 == _digest(MAT_A)
+    assert sorted(p.name for p in cache.root.iterdir() if not p.name.startswith(".")) == [binding("program A", ENV)]
+    assert cache.offer("program B", ENV) == ([], b"")
+    # Names that could escape the entry folder, and oversized or empty binaries, are refused.
+    assert cache.accept("program A", ENV, *pack([({"material": MAT_A, "module_file": "../x.so"}, b"1")])) == []
+    assert cache.accept("program A", ENV, *pack([({"material": MAT_A, "module_file": "e.so"}, b"")])) == []
+
+
+def test_corrupted_entry_is_rebuilt_not_served(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path / "cache")
+    [entry] = cache.accept("program A", ENV, *pack([({"material": MAT_A, "module_file": "ext_a.so"}, b"good")]))
+    (entry.path / "ext_a.so").write_bytes(b"bad!")
+    assert cache.offer("program A", ENV) == ([], b"")  # not served ...
+    assert not entry.path.exists()  # ... and gone, so the next worker compiles again
+    cache.accept("program A", ENV, *pack([({"material": MAT_A, "module_file": "ext_a.so"}, b"rebuilt")]))
+    assert [d for _, d in unpack(*cache.offer("program A", ENV))] == [b"rebuilt"]
+
+
+def test_eviction_keeps_the_newest(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path / "cache", max_bytes=6000)
+    for i in range(4):
+        mat = dict(MAT_A, name=f"ext_{i}")
+        [e] = cache.accept("program A", ENV, *pack([({"material": mat, "module_file": f"ext_{i}.so"}, b"x" * 2000)]))
+        os.utime(e.path / "manifest.json", (1000 + i, 1000 + i))
+    cache.accept("program A", ENV, *pack([({"material": dict(MAT_A, name="ext_9"), "module_file": "ext_9.so"},
+                                           b"x" * 2000)]))
+    names = sorted(m["module_file"] for m, _ in unpack(*cache.offer("program A", ENV)))
+    assert "ext_9.so" in names and "ext_0.so" not in names and len(names) <= 2
+
+
+# ---- one real build ---------------------------------------------------------------------------
+
+WORKER = r'''
+import functools, json, sys
+from pathlib import Path
+from grader.compile_cache import ExtensionHook, pack
+import torch.utils.cpp_extension as ce
+
+scratch = Path(sys.argv[1])
+offer = json.loads((scratch / "offer.json").read_text())
+compiles = []
+real = ce.load_inline
+@functools.wraps(real)
+def counting(*a, **k):
+    compiles.append(k.get("name"))
+    return real(*a, **k)
+ce.load_inline = counting  # the hook wraps whatever the loader is, so this counts real compiles
+with ExtensionHook(scratch, offer, (scratch / "offer.bin").read_bytes()) as hook:
+    from torch.utils.cpp_extension import load_inline
+    ext = load_inline(name="kt_cache_probe", cpp_sources="int add_one(int x) { return x + 1; }",
+                      functions=["add_one"], extra_cflags=["-O1"], build_directory=str(scratch / "build"))
+    value = ext.add_one(41)
+index, payload = hook.report()
+(scratch / "built.bin").write_bytes(payload)
+print(json.dumps({"value": value, "compiles": compiles, "served": hook.served, "built": index}))
+'''
+
+
+def _worker(scratch: Path, index: list, payload: bytes) -> dict:
+    scratch.mkdir()
+    (scratch / "build").mkdir()
+    (scratch / "offer.json").write_text(json.dumps(index))
+    (scratch / "offer.bin").write_bytes(payload)
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(REPO_ROOT), "HOME": str(scratch),
+           "TORCH_EXTENSIONS_DIR": str(scratch / ".torch_extensions"), "MAX_JOBS": "1"}
+    out = subprocess.run([sys.executable, "-c", WORKER, str(scratch)], capture_output=True, text=True, env=env,
+                         cwd=scratch, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None,
+                    reason="no C++ compiler or ninja: torch cannot build extensions here")
+def test_real_extension_built_once_then_served(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path / "cache")
+    env = BuildEnv.local("cpu")
+    program = "the candidate module text the parent sent"
+    first = _worker(tmp_path / "w1", *cache.offer(program, env))
+    assert first["value"] == 42 and first["compiles"] == ["kt_cache_probe"] and first["served"] == []
+    stored = cache.accept(program, env, first["built"], (tmp_path / "w1" / "built.bin").read_bytes())
+    assert [e.module_file for e in stored] == ["kt_cache_probe.so"]
+
+    second = _worker(tmp_path / "w2", *cache.offer(program, env))
+    assert second["value"] == 42 and second["compiles"] == [] and second["served"] == [stored[0].material_sha256]
+    assert not any((tmp_path / "w2" / "build").iterdir())  # nothing was compiled there
+    assert cache.offer("another program with the same extension", env) == ([], b"")
+
+    # A corrupted binary is never offered again: the next worker would compile.
+    so = stored[0].path / "kt_cache_probe.so"
+    data = bytearray(so.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    so.write_bytes(bytes(data))
+    assert cache.offer(program, env) == ([], b"")
+
+
+# ---- the live protocol: a candidate graded twice through the service ---------------------------
+
+EXT_CANDIDATE = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_ext = load_inline(
+    name="kt_cache_softmax_probe",
+    cpp_sources="""
+torch::Tensor shifted_exp(torch::Tensor x) {
+    return (x - std::get<0>(x.max(-1, true))).exp();
+}
+""",
+    functions=["shifted_exp"], extra_cflags=["-O1"])
+
+
+def run(x):
+    e = _ext.shifted_exp(x)
+    return e / e.sum(-1, keepdim=True)
+'''
+
+
+def _entries(root: Path) -> list[Path]:
+    return sorted(p.parent for p in root.glob("*/*/manifest.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None,
+                    reason="no C++ compiler or ninja: torch cannot build extensions here")
+@pytest.mark.skipif(os.geteuid() != 0,
+                    reason="without root the worker shares the parent's uid and files, so the cache stays off")
+def test_service_serves_a_cached_build_to_the_same_program_only(tmp_path: Path) -> None:
+    from grader.contract import GradeRequest, Status
+    from grader.service import GraderService
+
+    root = tmp_path / "ext-cache"
+
+    def req(name: str, timeout_s: float = 400.0) -> GradeRequest:
+        return GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=EXT_CANDIDATE, language="pytorch",
+                            seed=5, timeout_s=timeout_s)
+
+    with GraderService(mode="zygote", workers=1, compile_cache=str(root)) as svc:
+        assert str(root) in svc.slots[0].config["hide"]  # the cache is one of the worker's sealed paths
+        first = svc.grade_one(req("first"))
+        assert first.status is Status.CORRECT, first.reason
+        assert first.sandbox["ext_cache"] == {"sealed": True, "offered": 0, "served": 0, "built": 1, "filed": 1}
+        [entry] = _entries(root)
+        assert (entry / "kt_cache_softmax_probe.so").stat().st_size > 0
+
+        second = svc.grade_one(req("second"))
+        assert second.status is Status.CORRECT, second.reason
+        # Served from the offer and compiled nothing: the worker's loader wrapper only reports a build
+        # when torch's real loader ran, and the parent filed nothing new.
+        assert second.sandbox["ext_cache"] == {"sealed": True, "offered": 1, "served": 1, "built": 0, "filed": 0}
+        assert _entries(root) == [entry]
+        c1, c2 = first.phase_seconds["compile"], second.phase_seconds["compile"]
+        assert c1 > 3 * c2 and c1 - c2 > 3.0, (c1, c2)
+
+        # The same extension in another program is not offered that build.
+        assert svc.ext_cache.offer(EXT_CANDIDATE + "# another program\n", svc.build_env) == ([], b"")
+
+        # A tampered binary is never offered: the next worker starts compiling, and the short budget
+        # ends that compile (this test pays for two real builds only).
+        so = entry / "kt_cache_softmax_probe.so"
+        data = bytearray(so.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        so.write_bytes(bytes(data))
+        third = svc.grade_one(req("third", timeout_s=max(5.0, min(15.0, c1 / 3))))
+    assert third.sandbox["ext_cache"]["offered"] == 0
+    assert third.sandbox["ext_cache"].get("served", 0) == 0
+    assert not entry.exists() or bytes(data) != (entry / "kt_cache_softmax_probe.so").read_bytes()
+    if third.status is not Status.TIMEOUT:  # a host fast enough to rebuild within the budget
+        assert third.status is Status.CORRECT and third.sandbox["ext_cache"]["built"] == 1, third.reason
+
+
+def test_a_build_that_raises_is_recorded_with_its_last_lines(tmp_path: Path, monkeypatch) -> None:
+    """A candidate may catch its own failed build and fall back to the library (H200 run 23: 17 of 18 CUDA-L1
+    builds did, then were floored by the own-kernel rule): the hook keeps the error's tail for the grade."""
+    from torch.utils import cpp_extension as ce
+
+    from grader.compile_cache import ExtensionHook
+
+    def broken_load_inline(name, cpp_sources, cuda_sources=None, functions=None, verbose=False):
+        raise RuntimeError("Error building extension 'bad':\nbad.cu(3): error: identifier \"undeclared\" is undefined\n"
+                           + "/usr/local/cuda/bin/nvcc -c bad.cu -o bad.cuda.o " * 20 + "\nninja: build stopped")
+
+    monkeypatch.setattr(ce, "load_inline", broken_load_inline)
+    hook = ExtensionHook(tmp_path)
+    with hook:
+        with pytest.raises(RuntimeError):
+            ce.load_inline(name="bad", cpp_sources="", functions=["forward"])
+    assert len(hook.failed) == 1 and "identifier \"undeclared\" is undefined" in hook.failed[0]
+    # the compiler's verdict, printed before a long failed command line, is what the record keeps
+    assert "ninja: build stopped" in hook.failed[0] and "nvcc -c" not in hook.failed[0]
+    assert ce.load_inline is broken_load_inline  # the loader is torch's (here: the test's) again

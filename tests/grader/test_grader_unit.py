@@ -1,0 +1,460 @@
+"""Unit tests of the grader's pure parts: the contract, the reward, comparison, statics, wire."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+
+import pytest
+import torch
+
+from grader import fingerprint, wire
+from grader.compare import check_output_meta, compare
+from grader.contract import (REWARD_FLOOR, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup,
+                             request_from_json, reward)
+from grader.inputs import make_inputs
+from grader.statics import static_findings
+from grader.timing import median, median_ci
+from tests.conftest import REPO_ROOT
+
+
+def _result(**kw) -> GradeResult:
+    base = dict(attempt_id="a1", task_id="t", task_revision="r", grader_version="v", status=Status.CORRECT,
+                reason_code=Reason.OK, reason="ok", reward=1.0, seed=0, profile="cpu", device="cpu",
+                fingerprint_id="f",
+                sizes=[SizeResult("M=1", False, 1.0, 2.0, speedup=2.0)])
+    base.update(kw)
+    return GradeResult(**base)
+
+
+def test_reward_is_log2_geomean_of_clipped_speedups():
+    assert reward(Status.CORRECT, [2.0, 8.0]) == pytest.approx(2.0)
+    assert reward(Status.CORRECT, [1000.0]) == pytest.approx(math.log2(8.0))  # clipped at 8x
+    assert reward(Status.CORRECT, [1e-9]) == pytest.approx(-6.0)
+    for st in Status:
+        if st is not Status.CORRECT:
+            assert reward(st, [4.0]) == REWARD_FLOOR
+    assert clip_speedup(0.5) == 0.5
+
+
+def test_result_cross_field_rules():
+    r = _result()
+    assert GradeResult.from_json(r.to_json()) == r
+    with pytest.raises(ValueError, match="reward"):
+        _result(reward=0.5)  # does not match its timings
+    with pytest.raises(ValueError, match="must have reward"):
+        _result(status=Status.WRONG_OUTPUT, reason_code=Reason.MISMATCH, reward=0.0, sizes=[])
+    with pytest.raises(ValueError, match="per-size timings"):
+        _result(sizes=[])
+    with pytest.raises(ValueError, match="reason"):
+        _result(reason="")
+    with pytest.raises(ValueError):
+        _result(status="fast_enough")  # closed enum
+
+
+def test_request_rejects_unknown_fields():
+    with pytest.raises(ValueError, match="unknown fields"):
+        request_from_json(json.dumps({"attempt_id": "a", "task_id": "t", "source": "", "hidden_sizes": [1]}))
+
+
+@pytest.mark.parametrize("out,code", [
+    (lambda r: r.clone(), Reason.OK),
+    (lambda r: r + 1e-3, Reason.MISMATCH),
+    (lambda r: torch.zeros_like(r), Reason.CONSTANT_OUTPUT),
+    (lambda r: torch.where(torch.arange(r.numel()).reshape(r.shape) % 7 == 0, torch.nan, r), Reason.UNWRITTEN),
+    (lambda r: torch.where(torch.arange(r.numel()).reshape(r.shape) == 3, torch.inf, r), Reason.NONFINITE),
+])
+def test_compare_every_element(out, code):
+    ref = torch.randn(16, 32, dtype=torch.float64) * 3 + 1
+    v = compare(out(ref).float(), ref, 1e-5, 1e-4)
+    assert v.reason_code is code
+    assert v.ok is (code is Reason.OK)
+
+
+def test_compare_single_wrong_element_fails():
+    ref = torch.randn(64, 64, dtype=torch.float64)
+    out = ref.clone()
+    out[63, 63] += 1.0
+    assert not compare(out, ref, 1e-5, 1e-4).ok
+
+
+def _chunked_cumsum_fp32(x: torch.Tensor, block: int) -> torch.Tensor:
+    """An honest fp32 scan in another order: cumsum within chunks plus a running fp32 carry."""
+    chunks = x.split(block, dim=-1)
+    carry, outs = torch.zeros(x.shape[0], 1), []
+    for c in chunks:
+        outs.append(torch.cumsum(c, -1) + carry)
+        carry = carry + c.sum(-1, keepdim=True)
+    return torch.cat(outs, -1)
+
+
+def test_scan_error_scale_passes_honest_orders_and_still_fails_downgrades(tmp_path):
+    """A zero-mean prefix sum crosses zero, where |ref| says nothing of the rounding in the partial
+    sums: with the card's error scale an honest chunked fp32 scan passes (it failed the |ref| bound,
+    the false floor seen on the H200), while fp16 and bf16 accumulation and an off-by-one still fail."""
+    from grader.catalogue import load_catalogue
+    from grader.modload import load_source
+
+    card = load_catalogue()["cumsum_fp32"]
+    atol, rtol = card.tolerance()
+    scale_fn = load_source(card.error_scale, "kt_scale_test", str(tmp_path)).run
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 4096, generator=g) * 2.0
+    ref = torch.cumsum(x.double(), -1)
+    scale = scale_fn(x.double())
+    honest = _chunked_cumsum_fp32(x, 256)
+    assert not compare(honest, ref, atol, rtol).ok  # the |ref| bound floors an honest kernel
+    assert compare(honest, ref, atol, rtol, scale).ok
+    for wrong in (torch.cumsum(x.half(), -1).float(), torch.cumsum(x.bfloat16(), -1).float(),
+                  torch.cumsum(x, -1) - x):
+        assert not compare(wrong, ref, atol, rtol, scale).ok
+
+
+def test_output_meta_checks():
+    assert check_output_meta({"type": "Tensor", "shape": [2, 3], "dtype": "float32"}, (2, 3), "float32", True) is None
+    assert check_output_meta({"type": "LazyTensor"}, (2, 3), "float32", True).reason_code is Reason.BAD_OUTPUT
+    assert "shape" in check_output_meta({"type": "Tensor", "shape": [3, 2], "dtype": "float32"}, (2, 3),
+                                        "float32", True).detail
+    assert "dtype" in check_output_meta({"type": "Tensor", "shape": [2, 3], "dtype": "float16"}, (2, 3),
+                                        "float32", True).detail
+    assert "device" in check_output_meta({"type": "Tensor", "shape": [2, 3], "dtype": "float32"}, (2, 3),
+                                         "float32", False).detail
+
+
+def test_inputs_are_reproducible_fresh_and_not_centred():
+    spec = [{"shape": [64, 64], "dtype": "float32", "dist": "normal", "mean": [-2, 2], "std": [0.5, 2],
+             "low": 0, "high": 1}, {"shape": [64], "dtype": "int64", "dist": "randint", "mean": [0, 0],
+                                    "std": [1, 1], "low": 0, "high": 10}]
+    a, b, c = make_inputs(spec, 7, "cpu"), make_inputs(spec, 7, "cpu"), make_inputs(spec, 8, "cpu")
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    assert not torch.equal(a[0], c[0])
+    means = [float(make_inputs(spec, s, "cpu")[0].mean()) for s in range(20)]
+    assert max(abs(m) for m in means) > 0.5  # the mean moves from call to call
+    assert a[1].dtype == torch.int64 and int(a[1].min()) >= 0 and int(a[1].max()) < 10
+
+
+def test_statics_flag_inheritance_and_grader_imports():
+    assert static_findings("class ModelNew(Model):\n    pass\n")[0].code is Reason.INHERITANCE_BYPASS
+    assert static_findings("from grader.catalogue import load_catalogue\n")[0].code is Reason.SANDBOX_VIOLATION
+    assert static_findings("import torch\ndef run(x):\n    return x * 2\n") == []
+    assert static_findings("def run(x) return x") == []  # syntax errors are the worker's compile_error
+
+
+def test_wire_roundtrip_and_sealed_tensors():
+    a, b = socket.socketpair()
+    tensors = [torch.randn(3, 5), torch.arange(7), torch.empty(0)]
+    metas, fd = wire.tensors_to_memfd(tensors)
+    wire.send_fd(a, {"op": "x", "tensors": metas}, fd)
+    hdr, _ = wire.recv(b)
+    got = wire.tensors_from_memfd(hdr["tensors"], wire.recv_fd(b), "cpu")
+    assert all(torch.equal(x, y) for x, y in zip(got, tensors))
+    r, w = os.pipe()  # an fd that is not a sealed memfd is refused
+    with pytest.raises((wire.WireError, OSError)):
+        wire.tensors_from_memfd(metas, r, "cpu")
+    os.close(w)
+    a.close()
+    with pytest.raises(wire.WireError):
+        wire.recv(b)
+
+
+def test_arena_answers_cross_once_and_its_holder_cannot_resize_it():
+    """A reference worker writes every answer into the arena its parent lent it. The arena is sealed
+    against resizing before it is lent (the worker cannot truncate the parent's mapping into a SIGBUS),
+    an answer too big for it says so (the memfd path takes it), and metas that point outside it are
+    refused before a byte is read."""
+    arena = wire.Arena(1000, pin=False)
+    assert arena.nbytes == 2 << 20  # whole 2 MiB pages
+    a, b = socket.socketpair()
+    wire.send_fd(a, {"op": "load"}, arena.fd)
+    hdr, _ = wire.recv(b)
+    assert hdr["_fd"] is True
+    lent = wire.recv_fd(b)
+    with pytest.raises(OSError):
+        os.ftruncate(lent, 4096)  # what a hostile reference would try first
+    view = wire.ArenaView(lent, pin=False)
+    answer = [torch.randn(64, 33, dtype=torch.float64), torch.arange(5)]
+    metas = view.write(answer)
+    got = arena.read(metas, "cpu")
+    assert all(torch.equal(x, y) for x, y in zip(got, answer))
+    view.write([torch.zeros_like(answer[0])])  # the next answer overwrites the shared pages...
+    assert torch.equal(got[0], answer[0])  # ...not what the parent already read: that is its own copy
+    assert view.write([torch.empty(arena.nbytes // 8 + 1, dtype=torch.float64)]) is None
+    with pytest.raises(wire.WireError):
+        arena.read([{**metas[0], "offset": arena.nbytes - 8}], "cpu")
+    for lie in ({"shape": [1 << 40]}, {"shape": [-8, -8]}, {"dtype": "load"}):  # refused before any allocation
+        with pytest.raises(wire.WireError):
+            arena.read([{**metas[0], **lie}], "cpu")
+    view.close()
+    arena.close()
+    a.close()
+    b.close()
+
+
+def test_timing_stats():
+    xs = [float(x) for x in range(1, 101)]
+    assert median(xs) == 50.5
+    lo, hi = median_ci(xs)
+    assert lo < 50.5 < hi and hi - lo < 25
+
+
+def test_fingerprint_replays_recorded_h200_readings():
+    dump = json.loads((REPO_ROOT / "tests" / "fixtures" / "nvml_h200.json").read_text())
+    fp = fingerprint.collect(fingerprint.Replay(dump))
+    assert fp["kind"] == "cuda" and "H200" in fp["gpu_name"]
+    assert fp["mig_mode"] in ("enabled", "disabled", "unsupported")
+    assert fp["driver"] and fp["max_sm_clock_mhz"] > 0
+    fid = fingerprint.fingerprint_id(fp)
+    moved = dict(fp, sm_clock_mhz=(fp.get("sm_clock_mhz") or 0) + 100, other_processes=[{"pid": 1}])
+    assert fingerprint.fingerprint_id(moved) == fid  # clocks and co-tenants move; the target does not
+    assert fingerprint.fingerprint_id(dict(fp, mig_profile="1g.18gb")) != fid
+
+
+def test_off_stream_kernels_names_only_kernels_on_another_stream():
+    from grader.timing import off_stream_kernels
+
+    marker = (0.0, "fill_marker", 7)
+    assert off_stream_kernels([]) == []
+    assert off_stream_kernels([marker, (1.0, "softmax", 7), (2.0, "softmax", 7)]) == []
+    assert off_stream_kernels([(2.0, "tail", 13), marker, (1.0, "head", 7)]) == ["tail"]  # ordered by start
+    assert off_stream_kernels([marker, (1.0, "copy", None)]) == []  # an unnamed stream proves nothing
+    assert off_stream_kernels([(0.0, "fill_marker", None), (1.0, "tail", 13)]) == []
+
+
+@pytest.mark.gpu
+def test_persisting_l2_reserved_by_a_call_is_found_and_undone():
+    """The carve-out of threat 14, made here through the runtime as a cheat would, is reported once
+    and reset, so the next timed call starts without it."""
+    import ctypes
+
+    torch_cuda = pytest.importorskip("torch.cuda")
+    if not torch_cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from grader.timing import DeviceClock
+
+    clock = DeviceClock("cuda")
+    if clock._l2._get is None:
+        pytest.skip("the CUDA driver library is not loadable here")
+    assert clock.take_persisting_l2() == 0
+    props = torch.cuda.get_device_properties(0)
+    want = getattr(props, "persisting_l2_cache_max_size", 0) or props.L2_cache_size // 2
+    assert ctypes.CDLL("libcuda.so.1").cuCtxSetLimit(ctypes.c_int(0x06), ctypes.c_size_t(want)) == 0
+    assert clock.take_persisting_l2() > 0
+    assert clock.take_persisting_l2() == 0  # undone
+
+
+@pytest.mark.gpu
+def test_access_policy_window_on_the_callers_stream_is_found_and_undone():
+    """Threat 14 where the carve-out limit cannot be raised: the window itself asks for persisting
+    lines, so a window on the caller's stream is reported and cleared."""
+    import ctypes
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from grader.timing import DeviceClock
+
+    clock = DeviceClock("cuda")
+    if clock._l2._sget is None:
+        pytest.skip("the CUDA driver library is not loadable here")
+    stream = torch.cuda.current_stream().cuda_stream
+    assert clock.take_persisting_l2(stream) == 0
+    x = torch.empty(1 << 20, device="cuda")
+    value = (ctypes.c_char * 64)()
+    ctypes.c_void_p.from_buffer(value, 0).value = x.data_ptr()
+    ctypes.c_size_t.from_buffer(value, 8).value = 4 << 20
+    ctypes.c_float.from_buffer(value, 16).value = 1.0
+    ctypes.c_int.from_buffer(value, 20).value = 2  # hitProp: persisting
+    lib = ctypes.CDLL("libcuda.so.1")
+    assert lib.cuStreamSetAttribute(ctypes.c_void_p(stream), 1, value) == 0
+    assert clock.take_persisting_l2(stream) == 4 << 20
+    assert clock.take_persisting_l2(stream) == 0  # undone
+
+
+def test_device_lock_times_alone_and_a_waiting_timer_stops_new_checks():
+    import threading
+    import time as _time
+
+    from grader.devicelock import DeviceLock
+
+    lock, log, lk = DeviceLock(), [], threading.Lock()
+
+    def note(what):
+        with lk:
+            log.append(what)
+
+    def checker(name, hold_s, started=None):
+        with lock.shared():
+            note(f"{name}+")
+            if started:
+                started.set()
+            _time.sleep(hold_s)
+            note(f"{name}-")
+
+    def timer():
+        with lock.exclusive():
+            note("T+")
+            _time.sleep(0.1)
+            note("T-")
+
+    first = threading.Event()
+    a = threading.Thread(target=checker, args=("a", 0.3, first))
+    a.start()
+    first.wait()
+    t = threading.Thread(target=timer)
+    t.start()
+    _time.sleep(0.05)  # the timer now waits for a; b arrives after it and must wait for the timer
+    b = threading.Thread(target=checker, args=("b", 0.01))
+    b.start()
+    for th in (a, t, b):
+        th.join(5)
+    assert log == ["a+", "a-", "T+", "T-", "b+", "b-"], log
+
+
+@pytest.mark.gpu
+def test_work_left_on_a_side_stream_is_charged_to_the_call():
+    """The end event on the caller's stream fires early; the device-wide done event does not."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from grader.timing import DeviceClock
+
+    clock = DeviceClock("cuda")
+    a = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+
+    def honest():
+        return a @ a
+
+    def hidden():
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(8):
+                a @ a
+        return a[:1].clone()
+
+    honest_ms, honest_gap = (sorted(x)[2] for x in zip(*(clock.time_call(honest, ())[2::2] for _ in range(5))))
+    hidden_ms, hidden_gap = (sorted(x)[2] for x in zip(*(clock.time_call(hidden, ())[2::2] for _ in range(5))))
+    # The end event on the caller's stream fires early; the gap to the device-wide done event holds
+    # the eight hidden products, which the session charges against the expert twin's gap.
+    assert hidden_gap > 4 * honest_ms + honest_gap, (honest_ms, honest_gap, hidden_ms, hidden_gap)
+
+
+def test_late_work_is_charged_from_quartiles_not_from_wake_up_noise():
+    """Run 2 on the H200 compared median done gaps and charged honest sizes 2-33 us: one worker's
+    host woke up later than its twin's for a while. Hidden work lengthens every wait instead."""
+    import random
+
+    from grader.session import late_excess
+
+    rng = random.Random(5)
+    twin = [0.013 + rng.expovariate(1 / 0.004) for _ in range(40)]
+    noisy = [0.013 + rng.expovariate(1 / 0.004) + (0.03 if rng.random() < 0.3 else 0.0) for _ in range(40)]
+    assert late_excess(noisy, twin, 0.002) == 0.0
+    hidden = [g + 0.05 for g in rng.sample(twin, len(twin))]  # 50 us left running after every call
+    charged = late_excess(hidden, twin, 0.002)
+    assert 0.035 < charged <= 0.05, charged
+    assert late_excess([], twin, 0.002) == 0.0
+
+
+def test_a_slot_keeps_to_the_task_it_graded_last_then_takes_the_oldest():
+    """Task affinity: a slot's kept expert and reference workers serve the same task again while it has
+    requests waiting; every request is handed out exactly once."""
+    from grader.service import _Queue
+
+    reqs = [GradeRequest(attempt_id=f"{t}{i}", task_id=t, source="def run(x):\n    return x\n", language="pytorch")
+            for i, t in enumerate("aabcab")]
+    q = _Queue(reqs)
+    assert len(q) == 6
+    got = [q.take(None).attempt_id, q.take("b").attempt_id, q.take("b").attempt_id, q.take("b").attempt_id]
+    assert got == ["a0", "b2", "b5", "a1"]  # b's two in a row, then the oldest left
+    rest = []
+    while (r := q.take("z")) is not None:
+        rest.append(r.attempt_id)
+    assert rest == ["c3", "a4"] and len(q) == 0
+
+
+class _ReplayNVML:
+    """NVML as grader.devicewatch calls it, answering from a script of readings (the shape pynvml gives)."""
+
+    NVML_CLOCK_SM = 1
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, clocks, reasons, samples):
+        self.clocks, self.reasons, self.samples = list(clocks), list(reasons), samples
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlShutdown(self):
+        pass
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return f"gpu{index}"
+
+    def nvmlDeviceGetClockInfo(self, handle, kind):
+        assert kind == self.NVML_CLOCK_SM
+        return self.clocks.pop(0)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self.reasons.pop(0)
+
+    def nvmlDeviceGetProcessUtilization(self, handle, since_us):
+        got = [s for s in self.samples if s.timeStamp >= since_us]
+        if not got:
+            raise self.NVMLError("Not Found")
+        return got
+
+
+def test_device_watch_names_every_other_process_on_the_device_during_a_timing_loop():
+    """While a slot times alone, any other process sampled on the SMs or memory is reported by its role
+    (or as not ours); the timed pair, stale samples and idle ones are not; the clocks at both ends and
+    the clock-event reasons of either end are kept."""
+    from types import SimpleNamespace as S
+
+    from grader.devicewatch import DeviceWatch
+
+    t0 = 1_000.0
+    samples = [S(pid=10, timeStamp=int(t0 * 1e6) + 5, smUtil=90, memUtil=60),   # the candidate: timed
+               S(pid=12, timeStamp=int(t0 * 1e6) + 9, smUtil=40, memUtil=10),   # another slot's worker
+               S(pid=12, timeStamp=int(t0 * 1e6) + 20, smUtil=25, memUtil=30),
+               S(pid=99, timeStamp=int(t0 * 1e6) + 7, smUtil=0, memUtil=5),     # not a process of ours
+               S(pid=13, timeStamp=int(t0 * 1e6) + 8, smUtil=0, memUtil=0),     # idle: not reported
+               S(pid=14, timeStamp=int(t0 * 1e6) - 1, smUtil=70, memUtil=0)]    # before the loop
+    nvml = _ReplayNVML(clocks=[1980, 1410], reasons=[0x0, 0x4 | 0x1], samples=samples)
+    watch = DeviceWatch(nvml, clock=lambda: t0)
+    mark = watch.mark()
+    seen = watch.since(mark, {10: "candidate timed", 11: "twin timed", 12: "slot 2 expert", 1: "parent"})
+    assert seen["sm_mhz"] == [1980, 1410]
+    assert seen["reasons"] == ["gpu_idle", "sw_power_cap"]
+    assert seen["others"] == [{"pid": 12, "role": "slot 2 expert", "sm_pct": 40, "mem_pct": 30, "samples": 2},
+                              {"pid": 99, "role": "not ours", "sm_pct": 0, "mem_pct": 5, "samples": 1}]
+    assert "error" not in seen
+    quiet = _ReplayNVML(clocks=[1980, 1980], reasons=[0, 0], samples=[])  # no sample in the window at all
+    w2 = DeviceWatch(quiet, clock=lambda: t0)
+    assert w2.since(w2.mark(), {}) == {"sm_mhz": [1980, 1980], "reasons": [], "others": []}
+
+
+def test_declared_cuda_kernels_and_whether_one_ran():
+    """A cuda candidate's profiled call must run one of the kernels its source declares: a CUDA graph of
+    library kernels passes the aten-op rule (H200 run 24, CUDA-L1 L3:T28, graded correct at 3.9x)."""
+    from grader.statics import declared_kernels, ran_own_kernel
+
+    source = '''
+cuda_src = r"""
+template <typename T> __global__ void __launch_bounds__(256) scale_kernel(const T* x, T* y) { }
+extern "C" __global__ void row_sum(const float* x, float* y, int n) { }
+__global__
+void split_decl_kernel(float* y) { }
+"""
+'''
+    assert declared_kernels(source) == ["row_sum", "scale_kernel", "split_decl_kernel"]
+    assert declared_kernels("import torch\ndef run(x):\n    return x * 2\n") == []
+    seen = ["void scale_kernel<float>(float const*, float*)", "Memcpy DtoD (Device -> Device)"]
+    assert ran_own_kernel(declared_kernels(source), seen)
+    assert ran_own_kernel(["row_sum"], ["row_sum(float const*, float*, int)"])
+    library = ["sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize128x64x8",
+               "void at::native::vectorized_elementwise_kernel"]
+    assert not ran_own_kernel(["row_sum", "scale_kernel"], library)
+    assert not ran_own_kernel(["sum"], ["row_sum(float const*, float*, int)"])  # whole identifiers only
+    assert ran_own_kernel([], library)  # nothing declared (a CUTLASS template, a library call): not judged here

@@ -1,0 +1,311 @@
+"""Worker start-up faults that only a CUDA build showed, each reproduced on CPU.
+
+On an H200 every grade failed while CPU CI was green:
+1. the zygote's pre-import queried CUDA (torch.utils.cpp_extension calls torch.cuda.is_available()
+   at import on a CUDA build), so every forked worker died: "Cannot re-initialize CUDA in forked
+   subprocess". A CPU wheel never reaches the driver, so these tests make the query itself fail:
+   under the zygote's CudaQueryGuard every CUDA query raises.
+2. a worker cached the bytecode of a lazily imported module in site-packages (a write outside its
+   scratch directory, floored by the audit hook);
+3. tempfile's directory, computed in the zygote before the fork, sent the worker's temporary files
+   to /tmp instead of its scratch (TemporaryFile opens /tmp itself: floored);
+4. a worker that died before its hello reached the parent as "channel closed by peer", its
+   traceback lost in its scratch log.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import zygote
+from grader.contract import GradeRequest, Reason, Status
+from grader.service import GraderService
+from grader.zygote import CudaQueryGuard, CudaTouchedInZygote
+from tests.conftest import REPO_ROOT
+
+TASK = "softmax_rows_fp32"
+HONEST = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
+          "    return e / e.sum(-1, keepdim=True)\n")
+SOFTMAX = HONEST.split("def run(x):\n", 1)[1]
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter (the zygote's situation: nothing imported yet)."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=300, cwd=REPO_ROOT, env={**os.environ, "TRITON_INTERPRET": "1", **env})
+
+
+# ---- 1. the zygote's pre-import never queries CUDA ----------------------------------------------
+
+QUERIES = {
+    "torch.cuda.is_available": lambda: torch.cuda.is_available(),
+    "torch.cuda.device_count": lambda: torch.cuda.device_count(),
+    "torch.cuda.init": lambda: torch.cuda.init(),
+    "torch.cuda._lazy_init": lambda: torch.cuda._lazy_init(),
+    "torch.cuda.current_device": lambda: torch.cuda.current_device(),
+    "torch.cuda.set_device": lambda: torch.cuda.set_device(0),
+    "torch.cuda.get_device_properties": lambda: torch.cuda.get_device_properties(0),
+    "torch.cuda.get_device_name": lambda: torch.cuda.get_device_name(0),
+    "torch.cuda.get_device_capability": lambda: torch.cuda.get_device_capability(0),
+    "torch.cuda.synchronize": lambda: torch.cuda.synchronize(),
+    "torch.cuda.mem_get_info": lambda: torch.cuda.mem_get_info(),
+    "torch.cuda.current_stream": lambda: torch.cuda.current_stream(),
+    "torch.cuda._device_count_nvml": lambda: torch.cuda._device_count_nvml(),
+    "torch.cuda.get_arch_list": lambda: torch.cuda.get_arch_list(),
+    "torch.accelerator.device_count": lambda: torch.accelerator.device_count(),
+    "torch.accelerator.current_device_index": lambda: torch.accelerator.current_device_index(),
+    "torch.accelerator.get_device_capability": lambda: torch.accelerator.get_device_capability(0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_guard_refuses_every_cuda_query(name):
+    with pytest.raises(CudaTouchedInZygote, match=name.replace(".", r"\.")):
+        with CudaQueryGuard():
+            QUERIES[name]()
+
+
+def test_guard_fails_a_query_whose_error_was_swallowed():
+    """A library that catches the refusal may cache "no CUDA" in the zygote: still a failure."""
+    swallowed = r"torch\.cuda\.is_available\(\) from .*test_worker_startup"
+    with pytest.raises(CudaTouchedInZygote, match=swallowed):
+        with CudaQueryGuard():
+            try:
+                torch.cuda.is_available()
+            except Exception:  # noqa: BLE001 - what a careless library does
+                pass
+
+
+def test_guard_restores_everything_including_bindings_made_while_it_ran():
+    """Modules imported under the guard bind the guarded functions (torch._dynamo's CudaInterface
+    holds staticmethod(torch.cuda.current_device)): after the guard those must be the real ones."""
+    before = {n: getattr(torch.cuda, n).__code__ for n in zygote.CUDA_QUERIES["torch.cuda"]
+              if hasattr(getattr(torch.cuda, n, None), "__code__")}
+    with CudaQueryGuard():
+        class Interface:
+            device_count = staticmethod(torch.cuda.device_count)
+            is_available = staticmethod(torch.cuda.is_available)
+        from torch.cuda import get_arch_list
+    assert {n: getattr(torch.cuda, n).__code__ for n in before} == before
+    assert Interface.device_count() == torch.cuda.device_count()
+    assert Interface.is_available() == torch.cuda.is_available()
+    assert get_arch_list() == torch.cuda.get_arch_list()
+
+
+def test_guard_covers_functions_with_closures(monkeypatch):
+    """A function's code can only be swapped for code with as many free variables."""
+    import functools
+    import types
+
+    fake = types.ModuleType("kt_fake_cuda")
+
+    def make():
+        count = 3
+
+        def device_count():
+            return count
+        return device_count
+
+    fake.device_count = make()
+    fake.cached = functools.lru_cache(make())
+    monkeypatch.setitem(sys.modules, "kt_fake_cuda", fake)
+    monkeypatch.setitem(zygote.CUDA_QUERIES, "kt_fake_cuda", ("device_count", "cached"))
+    for fn in (fake.device_count, fake.cached):
+        with pytest.raises(CudaTouchedInZygote, match="kt_fake_cuda"):
+            with CudaQueryGuard():
+                fn()
+    assert fake.device_count() == 3 and fake.cached() == 3
+
+
+def test_preimport_refuses_a_module_that_queries_cuda(tmp_path, monkeypatch):
+    (tmp_path / "kt_queries_cuda.py").write_text("import torch\nN = torch.cuda.device_count()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(zygote, "PREIMPORTS", ("kt_queries_cuda",) + zygote.PREIMPORTS)
+    try:
+        with pytest.raises(CudaTouchedInZygote, match=r"torch\.cuda\.device_count"):
+            zygote._preimport("cpu")
+    finally:
+        sys.modules.pop("kt_queries_cuda", None)
+
+
+def test_cpp_extension_import_queries_cuda_on_a_cuda_build(tmp_path):
+    """Root cause 1, replayed on a CPU wheel dressed as a CUDA build: importing
+    torch.utils.cpp_extension calls torch.cuda.is_available() (finding CUDA_HOME), so it must
+    never be pre-imported, and the guard says so if it ever is."""
+    out = _python("""
+        import torch
+        from grader.zygote import CudaQueryGuard, CudaTouchedInZygote
+        torch.cuda._is_compiled = lambda: True
+        torch.version.cuda = "12.8"
+        try:
+            with CudaQueryGuard():
+                import torch.utils.cpp_extension
+        except CudaTouchedInZygote as e:
+            print("REFUSED", e)
+        """, CUDA_HOME=str(tmp_path))
+    assert "REFUSED torch.cuda.is_available()" in out.stdout, out.stdout + out.stderr
+    assert "torch.utils.cpp_extension" not in zygote.PREIMPORTS + zygote.OPTIONAL_PREIMPORTS
+
+
+def test_real_preimport_passes_the_guard_and_forks_clean():
+    out = _python("""
+        import sys, torch
+        from grader import zygote
+        codes = {n: f.__code__ for n, f in vars(torch.cuda).items() if callable(f) and hasattr(f, "__code__")}
+        zygote._preimport("cpu")
+        zygote.check_fork_safe()
+        assert "torch.utils.cpp_extension" not in sys.modules, "pre-imported: it queries CUDA on a CUDA build"
+        assert not torch.cuda.is_initialized()
+        assert {n: f.__code__ for n, f in vars(torch.cuda).items() if n in codes} == codes, "not restored"
+        import torch.utils.cpp_extension  # what the worker does after the fork, for its extension hook
+        print("CLEAN")
+        """)
+    assert "CLEAN" in out.stdout, out.stdout + out.stderr
+
+
+def test_fork_probe_detects_cuda_initialised_in_the_zygote(monkeypatch):
+    """A direct torch._C call is not guarded; the forked child's bad-fork mark still shows it."""
+    zygote.check_fork_safe()
+    monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)
+    with pytest.raises(CudaTouchedInZygote, match="bad fork"):
+        zygote.check_fork_safe()
+
+
+# ---- 2-4. through the real sandboxed workers ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def service():
+    with GraderService(mode="zygote", workers=1) as svc:
+        yield svc
+
+
+def _grade(svc: GraderService, name: str, source: str):
+    return svc.grade_one(GradeRequest(attempt_id=name, task_id=TASK, source=source, language="pytorch"))
+
+
+def test_worker_never_writes_bytecode(service):
+    r = _grade(service, "flag", "import sys\nassert sys.dont_write_bytecode, 'this worker caches bytecode'\n"
+               + HONEST)
+    assert r.status is Status.CORRECT, r.reason
+
+
+def test_lazily_imported_module_without_bytecode_is_no_violation(service):
+    """A module imported for the first time in the worker (no bytecode cached yet, as Triton's
+    code generator was on the GPU host): importing it writes nothing, so nothing is floored."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    name = f"kt_lazy_{uuid.uuid4().hex[:8]}"
+    pkg = site / name
+    try:
+        (pkg / "__pycache__").mkdir(parents=True)
+    except OSError as e:
+        pytest.skip(f"cannot plant a module in site-packages here: {e}")
+    try:
+        (pkg / "__init__.py").write_text("SCALE = 1.0\n")
+        r = _grade(service, "lazy", f"import {name}\n" + HONEST)
+        assert r.status is Status.CORRECT, r.reason
+        assert list((pkg / "__pycache__").iterdir()) == []
+    finally:
+        import shutil
+
+        shutil.rmtree(pkg, ignore_errors=True)
+
+
+TEMPFILES = """import os, tempfile
+SCRATCH = os.getcwd()
+
+
+def _use_temp_files():
+    assert tempfile.gettempdir() == SCRATCH, f"temporary files go to {tempfile.gettempdir()}, not {SCRATCH}"
+    with tempfile.TemporaryFile() as f:  # O_TMPFILE: opens the temporary directory itself
+        f.write(b"x")
+    with tempfile.NamedTemporaryFile() as f:
+        assert os.path.dirname(f.name) == SCRATCH
+    fd, path = tempfile.mkstemp()
+    os.close(fd)
+    os.unlink(path)
+    assert os.path.dirname(path) == SCRATCH
+    d = tempfile.mkdtemp()
+    os.rmdir(d)
+    assert os.path.dirname(d) == SCRATCH
+
+
+_use_temp_files()
+
+
+def run(x):
+    _use_temp_files()
+"""
+
+
+def test_temporary_files_land_in_the_scratch_directory(service):
+    r = _grade(service, "tempfiles", "import torch\n" + TEMPFILES + SOFTMAX)
+    assert r.status is Status.CORRECT, r.reason
+
+
+def test_anonymous_temporary_file_is_no_violation(service):
+    """What a library does on the GPU host: TemporaryFile() alone, which was floored as
+    "wrote outside its scratch directory: /tmp" (O_TMPFILE opens the directory itself)."""
+    source = ("import tempfile, torch\nwith tempfile.TemporaryFile() as _f:\n    _f.write(b'x')\n"
+              "def run(x):\n    with tempfile.TemporaryFile() as f:\n        f.write(b'x')\n" + SOFTMAX)
+    r = _grade(service, "tmpfile", source)
+    assert r.status is Status.CORRECT, r.reason
+
+
+# Genuinely invalid slot configurations: one fails inside the sandbox set-up (stderr still the
+# zygote's), one inside the worker's own start (stderr already the scratch log, as on the GPU host).
+BAD_CONFIGS = {
+    "rlimit": ({"nofile": 10 ** 9}, "ValueError: not allowed to raise maximum limit"),
+    "device": ({"device": "no_such_device"}, "no_such_device"),
+}
+
+
+def _children_of(pid: int) -> list[int]:
+    """Every child of pid, zombies included (an unreaped worker is one)."""
+    kids = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+            kids.append(int(entry))
+    return kids
+
+
+def _start_failure(svc: GraderService, bad: dict):
+    slot = svc.slots[0]
+    good = slot.config
+    slot.config = {**good, **bad}
+    try:
+        return _grade(svc, "bad_start", HONEST)
+    finally:
+        slot.config = good
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_start_failure_reaches_the_parent_with_its_traceback(service, case):
+    bad, text = BAD_CONFIGS[case]
+    before = set(_children_of(service.slots[0].zygote.pid))  # kept expert workers
+    r = _start_failure(service, bad)
+    assert (r.status, r.reason_code) == (Status.INFRA_ERROR, Reason.INFRA), r.reason
+    assert r.reason.startswith("worker failed to start: ") and text in r.reason, r.reason
+    assert "Traceback" in r.reason and "channel closed" not in r.reason, r.reason
+    left = set(_children_of(service.slots[0].zygote.pid)) - before
+    assert not left, f"the failed worker {left} was left behind, not reaped"
+    assert _grade(service, "after_bad_start", HONEST).status is Status.CORRECT  # the slot still works
+
+
+def test_start_failure_in_fresh_mode_reaches_the_parent_too():
+    with GraderService(mode="fresh", workers=1) as svc:
+        bad, text = BAD_CONFIGS["device"]
+        r = _start_failure(svc, bad)
+    assert (r.status, r.reason_code) == (Status.INFRA_ERROR, Reason.INFRA), r.reason
+    assert r.reason.startswith("worker failed to start: ") and text in r.reason, r.reason
