@@ -638,7 +638,7 @@ def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
     def fallback(reason: Reason, text: str) -> Floor:
         """A rule on what computed the answer, broken. A cuda candidate whose own extension failed to build at load
         and that went on with library code (CUDA-L1's attempts catch the build error and call PyTorch) is a build
-        failure, not a cheat: same floor, truer label (7 of 12 CUDA-L1 L1 attempts on the H200, run 28)."""
+        failure, not a cheat: same floor, truer label (7 of 12 CUDA-L1 L1 attempts on the H200, run 29)."""
         if lang == "cuda" and g.build_failed:
             return Floor(Status.COMPILE_ERROR, Reason.COMPILE,
                          f"its own extension failed to build at load ({g.build_failed[-300:]}), and what ran instead "
