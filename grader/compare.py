@@ -1,6 +1,7 @@
 """Correctness: every element of the candidate's output against a float64 reference."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from grader.contract import Reason
@@ -45,6 +46,22 @@ def compare(out, ref, atol: float, rtol: float, scale=None, slack: float = 0.0) 
         if bad:
             return Verdict(False, Reason.MISMATCH, f"{bad} of {o.numel()} integer elements differ", float("inf"))
         return Verdict(True, Reason.OK, "all integer elements equal", 0.0)
+    diff = (o - r).abs_()
+    magnitude = r.abs() if scale is None else torch.maximum(r.abs(), scale.to(r.device).double().abs())
+    bound = magnitude.mul_(rtol).add_(atol)  # atol + rtol * magnitude, rounded as written, in place
+    if slack:
+        bound.add_(slack)
+    ratio = diff.div_(bound)
+    worst = float(ratio.max())  # NaN if any ratio is: a non-finite output or reference, or 0 / 0
+    if not math.isfinite(worst):
+        return _compare_with_specials(o, r, atol, rtol, scale, slack)
+    return _judged(o, r, ratio, worst, atol, rtol, slack)
+
+
+def _compare_with_specials(o, r, atol: float, rtol: float, scale, slack: float) -> Verdict:
+    """`compare` where some output, reference or bound is not finite: NaN and Inf must match the reference's."""
+    import torch
+
     r_finite = torch.isfinite(r)
     o_finite = torch.isfinite(o)
     if bool((~o_finite & r_finite).any()):
@@ -61,7 +78,10 @@ def compare(out, ref, atol: float, rtol: float, scale=None, slack: float = 0.0) 
     magnitude = r.abs() if scale is None else torch.maximum(r.abs(), scale.to(r.device).double().abs())
     bound = atol + rtol * magnitude + slack
     ratio = torch.where(r_finite, diff / bound, torch.zeros_like(diff))
-    worst = float(ratio.max())
+    return _judged(o, r, ratio, float(ratio.max()), atol, rtol, slack)
+
+
+def _judged(o, r, ratio, worst: float, atol: float, rtol: float, slack: float) -> Verdict:
     bounds = f"atol={atol:g}, rtol={rtol:g}" + (f", slack={slack:.3g}" if slack else "")
     if worst > 1.0:
         n_bad = int((ratio > 1.0).sum())

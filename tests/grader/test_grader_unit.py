@@ -72,6 +72,31 @@ def test_compare_every_element(out, code):
     assert v.ok is (code is Reason.OK)
 
 
+def test_compare_takes_the_special_values_path_exactly_when_it_matters():
+    """`compare` judges finite outputs without the NaN/Inf pass; every verdict, worst ratio included, is the
+    one the full pass gives (its `_compare_with_specials`), and neither tensor is changed in place."""
+    from grader.compare import _compare_with_specials
+
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randn(40, 50, generator=g, dtype=torch.float64) * 2
+    scale = ref.abs() + 0.5
+    specials = ref.clone()
+    specials[0, :3] = torch.tensor([torch.inf, -torch.inf, torch.nan], dtype=torch.float64)
+    cases = [(ref, ref + 1e-6, {}), (ref, ref + 1e-3, {}), (ref, ref + 1e-3, {"scale": scale * 40}),
+             (ref, ref * 0, {}), (ref, ref + 2e-5, {"slack": 1e-5}), (specials, specials.clone(), {}),
+             (specials, ref, {}), (ref, specials, {}), (torch.zeros(4, dtype=torch.float64), torch.zeros(4), {})]
+    for r, out, kw in cases:
+        before = (r.clone(), out.clone())
+        fast = compare(out, r, 1e-5, 1e-4, **kw)
+        full = _compare_with_specials(out.double(), r, 1e-5, 1e-4, kw.get("scale"), kw.get("slack", 0.0))
+        assert (fast.ok, fast.reason_code, fast.detail) == (full.ok, full.reason_code, full.detail)
+        assert fast.max_rel_err == full.max_rel_err or (fast.max_rel_err != fast.max_rel_err
+                                                        and full.max_rel_err != full.max_rel_err)
+        for kept, now in zip(before, (r, out)):
+            torch.testing.assert_close(now, kept, rtol=0, atol=0, equal_nan=True)
+    assert compare(torch.zeros(4), torch.zeros(4, dtype=torch.float64), 0.0, 0.0).ok  # 0 / 0: as before, passes
+
+
 def test_compare_single_wrong_element_fails():
     ref = torch.randn(64, 64, dtype=torch.float64)
     out = ref.clone()
