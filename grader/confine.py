@@ -98,6 +98,11 @@ def _child() -> None:
     program = config.pop("program")
     del config
     exec(compile(program, "<confined program>", "exec"), {"__name__": "__main__"})  # noqa: S102 - sandboxed
+    # A program that ends normally leaves without the interpreter's teardown of the torch it imported (2 s of CPU
+    # per probe on 2 cores), as a grading worker does; one that raises or calls sys.exit ends as before.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
