@@ -38,9 +38,12 @@ low-precision ratio / best must-fail wrong-formula ratio / worst honest ratio wi
     log_softmax_rows_fp32      0.024 sequential, N=7000              /  8.7 fp16 pairwise / 13   / 1.2
     cross_entropy_fp32         0.154 sequential, V=50257 stressed    /  5.0 fp16 pairwise / 460  / 6.4
     cross_entropy_smooth_fp32  0.154 sequential, V=50257 stressed    /  5.2 fp16 pairwise / 104  / 0.84
-With 512 rows (256 of the logits; the caps until 2026-12-02) the same figures were 0.054 / 3.8 (row_sum), 0.096
-(col_mean), 0.041 / 2.4 (layernorm), 115 (cross_entropy_smooth), the rest as above: fewer rows lower the maxima a
-little, and every honest order keeps its margin.
+With 512 rows (256 of the logits; the caps until 2026-12-02) the rows that differ were
+    row_sum_fp32               0.054                                 /  5.9               / 1.6  / 3.8
+    col_mean_fp32              0.096                                 /  2.1               / 3.7  / 0.096
+    layernorm_fp32             0.041                                 /  9.5               / 2.5  / 2.4
+    cross_entropy_smooth_fp32  0.154                                 /  5.2               / 115  / 0.84
+and the others were as above: fewer rows lower the maxima a little, and every honest order keeps its margin.
 With whole rows (exploration, not run here) the same orders reached 0.105 (row_sum, N=10007) without
 the scale 7.6x sequential / 10x chunked / 1.8x torch.sum on cancelling draws; cross_entropy with
 every target at the argmax reached 12.9x without and 0.17 with its scale at V=50257. The honest
