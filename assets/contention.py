@@ -22,6 +22,7 @@ from pipelines.grading.replay import (PRICE_TABLE, ReplayPlan, Verdict, process_
 from pipelines.reporting.revalidation_report import build_report, report_markdown, report_png
 from pipelines.grading.backend import GradingBackend
 from pipelines.grading.passes import grade_row
+from pipelines.grading.recorded import RecordedGrader
 from pipelines.defs.resources import Warehouse
 from pipelines.core.warehouse import insert_rows, load_sql, markdown_table, query_dicts, run_script, transaction
 
@@ -71,9 +72,16 @@ def contention_replay(context: AssetExecutionContext, config: ContentionConfig, 
         candidates = query_dicts(con, load_sql("contention.candidates"))
     runs, pairs, cuda = [], [], False
     rule = "no correct primary grade to replay"
-    if candidates:
+    if isinstance(regrader, RecordedGrader):  # graded on a device elsewhere: its settings, checked against ours
+        plan, pairs, rule, runs = regrader.replay(candidates)
+        for r in runs:
+            r.row["run_id"] = run_id  # the rows are this release's; their device is the one that graded them
+        cuda = any(r.row["device_kind"] == "cuda" for r in runs)
+        context.log.info(f"contention replay from the device run at {regrader.records}: {len(runs)} settings, "
+                         f"{len(pairs)} pairs ({rule}); run config is not used")
+    elif candidates:
         # The warehouse stays closed while grading: graders and co-tenants never inherit its handle.
-        with process_graders(regrader, 1) as (grader,):
+        with process_graders(regrader.spec, 1) as (grader,):
             cuda = grader.device.startswith("cuda")
             plan = ReplayPlan.for_device(cuda, **config.model_dump())
             pairs, rule = sample_pairs(candidates, plan)

@@ -1,6 +1,7 @@
 """A fixed sample of real CUDA-L1 attempts (H100 file) with their task cards and claims.
 
     python bench/cuda_l1_sample.py --n 24 --out .gpu_carry/cuda_l1   # here, where ../shared/data is
+    python bench/cuda_l1_sample.py --n 40 --raw-subset DIR          # DIR/h100.jsonl, for `kerneltraj import`
 
 The GPU machine has no ../shared/data and no Dagster, so the sample is prepared here (importer,
 output probes) and carried; `sample_requests` reads the prepared files there.
@@ -18,18 +19,45 @@ PREPARED = ROOT / ".gpu_carry" / "cuda_l1"
 SHARED = ROOT.parent / "shared" / "data" / "cuda-l1" / "h100.jsonl"
 
 
+def _spread(items: list, want: int) -> list:
+    """`want` items spread evenly over a sorted list (deterministic)."""
+    return items[::max(1, len(items) // max(want, 1))][:want]
+
+
+STRATA = [(level, language) for level in (1, 2, 3) for language in ("cuda", "pytorch")]
+"""As many attempts of each level, half CUDA through load_inline."""
+
+
+def write_raw_subset(n: int, out: Path) -> Path:
+    """The corpus's own lines for a sample of n tasks with a candidate, chosen like `prepare`'s, as
+    out/h100.jsonl (the file name carries the GPU of the claims): what `kerneltraj import cuda-l1` takes, without
+    importing (and probing) all 250 tasks."""
+    import json
+
+    from pipelines.importers.kernelbench import language_of
+
+    rows = [(json.loads(ln), ln) for ln in SHARED.read_text().splitlines() if ln.strip()]
+    rows = sorted(((d, ln) for d, ln in rows if (d.get("custom_code") or "").strip()),
+                  key=lambda r: (r[0]["level_id"], r[0]["task_id"]))
+    chosen = []
+    for i, (level, language) in enumerate(STRATA):
+        pool = [ln for d, ln in rows if d["level_id"] == level and language_of(d["custom_code"]) == language]
+        chosen += _spread(pool, n // len(STRATA) + (i < n % len(STRATA)))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / SHARED.name).write_text("\n".join(chosen) + "\n")
+    return out / SHARED.name
+
+
 def prepare(n: int, out: Path) -> None:
     from pipelines.importers import cuda_l1, write_cards
 
     batch = cuda_l1.import_path([SHARED])
     cards = {c.task_id: c for c in batch.cards if c.public_sizes.get("gpu")}
-    strata = [(level, language) for level in (1, 2, 3) for language in ("cuda", "pytorch")]
     chosen = []
-    for i, (level, language) in enumerate(strata):  # as many of each level, half CUDA through load_inline
+    for i, (level, language) in enumerate(STRATA):
         pool = sorted((a for a in batch.attempts if a.task_id in cards and a.language == language
                        and a.task_id.startswith(f"kernelbench_L{level}_")), key=lambda a: a.task_id)
-        want = n // len(strata) + (i < n % len(strata))
-        chosen += pool[::max(1, len(pool) // max(want, 1))][:want]  # spread over tasks, deterministic
+        chosen += _spread(pool, n // len(STRATA) + (i < n % len(STRATA)))
     out.mkdir(parents=True, exist_ok=True)
     write_cards([cards[a.task_id] for a in {a.task_id: a for a in chosen}.values()], out / "cards.jsonl")
     with open(out / "requests.jsonl", "w") as f:
@@ -117,5 +145,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=24)
     ap.add_argument("--out", type=Path, default=PREPARED)
+    ap.add_argument("--raw-subset", type=Path, metavar="DIR", help="only write the corpus lines of the sample to "
+                    "DIR/h100.jsonl (for `kerneltraj import cuda-l1`)")
     a = ap.parse_args()
-    prepare(a.n, a.out)
+    if a.raw_subset:
+        print(write_raw_subset(a.n, a.raw_subset))
+    else:
+        prepare(a.n, a.out)

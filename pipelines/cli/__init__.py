@@ -1,4 +1,4 @@
-"""The `kerneltraj` command: release, status, lineage, quarantine, import, imports, publish, ui.
+"""The `kerneltraj` command: release, device-plan, status, lineage, quarantine, import, imports, publish, ui.
 
 `kerneltraj release` materialises the whole release in this process against a real Dagster
 instance (DAGSTER_HOME, default <state>/dagster_home), so the run, its logs, its
@@ -10,6 +10,7 @@ import argparse
 from typing import Sequence
 
 from pipelines.cli.args import Parser, at_least, fail, settings_from_args
+from pipelines.cli.device import cmd_device_plan
 from pipelines.cli.imports import cmd_import, cmd_imports
 from pipelines.cli.instance import TEMPLATE_YAML, ensure_dagster_home
 from pipelines.cli.records import cmd_lineage, cmd_quarantine, cmd_status
@@ -38,8 +39,20 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--profile", choices=("auto", "cpu", "gpu"), help="size profile")
     r.add_argument("--timeout-s", type=at_least(0.001, float), help="per-attempt grading budget, seconds")
     r.add_argument("--retries", type=at_least(0), help="extra tries for infra errors, 0 or more")
+    r.add_argument("--device-records", metavar="DIR", help="take every grade from a device run's records folder "
+                                                           "(bench/gpu_label_survival.py) instead of grading here")
     r.add_argument("-v", "--verbose", action="store_true", help="also print Dagster's own event log")
     r.set_defaults(fn=cmd_release)
+
+    dp = sub.add_parser("device-plan", help="write every grade request a release of these inputs makes, for a GPU "
+                                            "machine without Dagster (bench/gpu_label_survival.py)")
+    dp.add_argument("--out", required=True, metavar="DIR", help="plan folder to write (carry it to the device)")
+    dp.add_argument("--inputs", nargs="+", metavar="JSONL", help="attempt files, as `release --inputs` takes them")
+    dp.add_argument("--mode", choices=("zygote", "fresh"), help="grader worker mode")
+    dp.add_argument("--profile", choices=("auto", "cpu", "gpu"), help="size profile")
+    dp.add_argument("--timeout-s", type=at_least(0.001, float), help="per-attempt grading budget, seconds")
+    dp.add_argument("--retries", type=at_least(0), help="extra tries for infra errors, 0 or more")
+    dp.set_defaults(fn=cmd_device_plan)
 
     s = sub.add_parser("status", help="summary of the latest release: ledger, checks, splits, revalidation, "
                                       "learning verdict")

@@ -38,20 +38,19 @@ def at_least(least: float, kind: type = int):
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    s = Settings.from_env()
+    s = Settings.from_env_with(getattr(args, "state_dir", None), getattr(args, "warehouse", None))
     changes: dict[str, Any] = {}
-    for flag, field in (("warehouse", "warehouse_path"), ("state_dir", "state_dir")):
-        if getattr(args, flag, None):
-            changes[field] = Path(getattr(args, flag)).resolve()
-    if changes.get("state_dir") and not getattr(args, "warehouse", None):
-        # A new state folder without an explicit warehouse means the warehouse inside it.
-        changes["warehouse_path"] = changes["state_dir"] / "warehouse.duckdb"
-        changes["releases_dir"] = changes["state_dir"] / "releases"
     for flag, field in (("version", "release_version"), ("mode", "grader_mode"),
                         ("revalidation_mode", "revalidation_mode"), ("workers", "workers"), ("profile", "profile"),
                         ("timeout_s", "timeout_s"), ("retries", "retries")):
         if getattr(args, flag, None) is not None:
             changes[field] = getattr(args, flag)
+    if getattr(args, "device_records", None):
+        records = Path(args.device_records).resolve()
+        if not (records / "grades.jsonl").is_file():
+            raise FileNotFoundError(f"{records} holds no grades.jsonl: --device-records takes the folder a device run "
+                                    f"wrote (bench/gpu_label_survival.py --out)")
+        changes["device_records"] = str(records)
     if getattr(args, "inputs", None):
         changes["inputs"] = tuple(str(Path(p).resolve()) for p in args.inputs)
     return dataclasses.replace(s, **changes)

@@ -79,6 +79,9 @@ class Settings:
     compile_cache: str = ""
     """Folder of extension builds shared across attempts of one program, or `off` (KERNELTRAJ_COMPILE_CACHE;
     empty: a per-uid folder under the temp dir)."""
+    device_records: str = ""
+    """Records folder of a device run (KERNELTRAJ_DEVICE_RECORDS): every grade of the release is taken from it
+    (pipelines.grading.recorded) instead of a local grader; empty: grade here."""
     checkpoints: tuple[str, ...] = field(default_factory=demo_checkpoints)
     """Baseline then treatment checkpoint attempt files of the learning comparison (KERNELTRAJ_CHECKPOINTS,
     os.pathsep-separated; default the demo's)."""
@@ -109,8 +112,23 @@ class Settings:
             hub_endpoint=env.get("KERNELTRAJ_HUB_ENDPOINT") or "https://huggingface.co",
             hub_repo=env.get("KERNELTRAJ_HUB_REPO", ""),
             compile_cache=env.get("KERNELTRAJ_COMPILE_CACHE", ""),
+            device_records=str(_path(env.get("KERNELTRAJ_DEVICE_RECORDS")) or ""),
             checkpoints=_paths(env.get("KERNELTRAJ_CHECKPOINTS")) or demo_checkpoints(),
         )
+
+    @staticmethod
+    def from_env_with(state_dir: str | None = None, warehouse: str | None = None) -> "Settings":
+        """The environment's settings with a state folder and warehouse given on the command line: everything
+        found in a state folder (its imports above all) comes from the one given, and a state folder without a
+        warehouse means the warehouse and releases inside it."""
+        env = dict(os.environ)
+        if state_dir:
+            env["KERNELTRAJ_STATE_DIR"] = str(Path(state_dir).resolve())
+            env.pop("KERNELTRAJ_WAREHOUSE", None)
+            env.pop("KERNELTRAJ_RELEASES", None)
+        if warehouse:
+            env["KERNELTRAJ_WAREHOUSE"] = str(Path(warehouse).resolve())
+        return Settings.from_env(env)
 
     def path_env(self) -> dict[str, str]:
         """The variables that give another process (the UI's code server) these settings' state paths."""

@@ -11,6 +11,7 @@ import duckdb
 from pipelines.core import warehouse
 from pipelines.core.settings import Settings
 from pipelines.grading.backend import GradingBackend
+from pipelines.grading.recorded import RecordedGrader
 
 
 class Warehouse(dg.ConfigurableResource):
@@ -56,7 +57,10 @@ class PublishGate(dg.ConfigurableResource):
 
 
 def backend_from(settings: Settings, revalidation: bool = False) -> GradingBackend:
-    return GradingBackend(mode=settings.revalidation_mode if revalidation else settings.grader_mode,
-                          workers=settings.workers, timeout_s=settings.timeout_s,
-                          profile=settings.profile, retries=settings.retries, task_files=list(settings.task_files),
-                          compile_cache=settings.compile_cache)
+    """The grading resource of a pass: a local grader, or a device run's records when the settings name them."""
+    recorded = {"records": settings.device_records} if settings.device_records else None
+    kind, extra = (RecordedGrader, recorded) if recorded else (GradingBackend, {})
+    return kind(mode=settings.revalidation_mode if revalidation else settings.grader_mode,
+                workers=settings.workers, timeout_s=settings.timeout_s,
+                profile=settings.profile, retries=settings.retries, task_files=list(settings.task_files),
+                compile_cache=settings.compile_cache, **extra)

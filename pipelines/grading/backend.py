@@ -1,33 +1,19 @@
 """The grading backend: the sealed grader behind a Dagster resource, with retries for what it could not judge.
 
-Other backends (Ray, the contention replay's grader process) subclass it and change only how a batch
-reaches a GraderService."""
+Its settings and retry loop are `pipelines.grading.client`'s (no Dagster there), so a grade means the same in the
+resource, in the contention replay's grader processes and in a device run. Other backends (Ray, a device run's
+records) subclass it and change only how a batch reaches a GraderService."""
 from __future__ import annotations
 
-from pathlib import Path
-import time
-from dataclasses import dataclass
 from typing import Iterator, Literal, Sequence
 
 import dagster as dg
 
-from grader.contract import GradeRequest, GradeResult, Status
+from grader.contract import GradeRequest, GradeResult
+from pipelines.grading.client import (SPEC_FIELDS, GradeOutcome, GraderSpec, GradingIncomplete, grade_with_retries,
+                                      service_grade)
 
-
-@dataclass(frozen=True)
-class GradeOutcome:
-    """One attempt's final grade plus what it cost to get it."""
-
-    result: GradeResult
-    """The grade that counts (the last try's)."""
-    tries: int
-    """How many times the attempt was sent to the grader (1 = no retry)."""
-    retry_s: float
-    """Grader wall seconds spent on tries that were thrown away (infra errors, lost results)."""
-
-
-class GradingIncomplete(RuntimeError):
-    """The grader returned no result for some requests even after retries."""
+__all__ = ["GradeOutcome", "GradingBackend", "GradingIncomplete"]
 
 
 class GradingBackend(dg.ConfigurableResource):
@@ -48,46 +34,24 @@ class GradingBackend(dg.ConfigurableResource):
     compile_cache: str = ""
     """Folder of shared extension builds, `off`, or empty for the grader's default (Settings.compile_cache)."""
 
+    @property
+    def spec(self) -> GraderSpec:
+        """These settings as the Dagster-free client takes them."""
+        return GraderSpec(**{f: tuple(getattr(self, f)) if f == "task_files" else getattr(self, f)
+                             for f in SPEC_FIELDS})
+
     def request(self, attempt_id: str, task_id: str, source: str, language: str, entry_point: str,
                 seed: int) -> GradeRequest:
-        return GradeRequest(attempt_id=attempt_id, task_id=task_id, source=source, language=language,
-                            entry_point=entry_point, seed=seed, profile=self.profile, timeout_s=self.timeout_s)
+        return self.spec.request(attempt_id, task_id, source, language, entry_point, seed)
 
     def grade(self, requests: Sequence[GradeRequest]) -> Iterator[GradeOutcome]:
         """Yield one outcome per request, in completion order; raise GradingIncomplete for lost ones."""
-        pending = {r.attempt_id: r for r in requests}
-        tries = dict.fromkeys(pending, 0)
-        wasted = dict.fromkeys(pending, 0.0)
-        for round_no in range(self.retries + 1):
-            if not pending:
-                return
-            batch = list(pending.values())
-            for r in batch:
-                tries[r.attempt_id] += 1
-            started = time.monotonic()
-            answered: set[str] = set()
-            for result in self._service_grade(batch):
-                if result.attempt_id not in pending or result.attempt_id in answered:
-                    raise GradingIncomplete(
-                        f"grader returned a result for an unknown or already answered attempt {result.attempt_id!r}")
-                answered.add(result.attempt_id)
-                last_round = round_no == self.retries
-                if result.status is Status.INFRA_ERROR and not last_round:
-                    wasted[result.attempt_id] += float(result.phase_seconds.get("total", 0.0))
-                    continue
-                del pending[result.attempt_id]
-                yield GradeOutcome(result, tries[result.attempt_id], wasted[result.attempt_id])
-            # Requests the service never answered cost this round's wall time; count it against them.
-            for aid in set(pending) - answered:
-                wasted[aid] += (time.monotonic() - started) / len(batch)
-        if pending:
-            raise GradingIncomplete(f"no grade after {self.retries + 1} tries for: {sorted(pending)[:10]}")
+        return grade_with_retries(self.retries, self._service_grade, requests)
+
+    def recorded_wall_s(self, grading_pass: str) -> float | None:
+        """Wall seconds a pass took on the machine that graded it, when that was not this process (a device run's
+        records); None: the pass is graded, and timed, here."""
+        return None
 
     def _service_grade(self, batch: list[GradeRequest]) -> Iterator[GradeResult]:
-        # Imported here: the service lives in the sealed grader package, which loads torch lazily.
-        from grader.service import GraderService
-
-        extra = [str(Path(p)) for p in self.task_files] or None
-        with GraderService(mode=self.mode, workers=self.workers, catalogue_extra=extra,
-                           compile_cache=self.compile_cache or None) as svc:
-            yield from svc.grade(batch)
+        return service_grade(self.spec, batch)

@@ -20,13 +20,14 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from grader import fingerprint
 from pipelines.grading.agreement import stable_order
 from pipelines.grading.cotenants import CoTenant, LoadDriver, Role, ServiceStats
+from pipelines.grading.client import GradeOutcome, GraderSpec
 from pipelines.grading.replay_grader import ProcessGrader
-from pipelines.grading.backend import GradeOutcome, GradingBackend
 
 
 class Setting(str, enum.Enum):
@@ -213,19 +214,39 @@ def check_reading(setting: Setting, reading: dict[str, Any], own_pids: set[int],
     return NvmlCheck(tuple(flags), verdict, listed_n)
 
 
+def descendants(pids: set[int]) -> set[int]:
+    """Every live process below these (from /proc; empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue  # gone meanwhile
+        ppid = int(text[text.rindex(")") + 2:].split()[1])  # the name in () may hold spaces
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    out, todo = set(), list(pids)
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
 def read_nvml(cuda: bool) -> dict[str, Any]:
     """The device as NVML sees it now (grader.fingerprint's reading: MIG, compute mode, clocks, processes)."""
     return fingerprint.read_local(cuda)
 
 
 @contextlib.contextmanager
-def process_graders(backend: GradingBackend, n: int, device: str = "auto") -> Iterator[list[ProcessGrader]]:
-    """n grader processes like `backend` (pipelines.grading.replay_grader), started together, closed on exit."""
+def process_graders(spec: GraderSpec, n: int, device: str = "auto") -> Iterator[list[ProcessGrader]]:
+    """n grader processes with these settings (pipelines.grading.replay_grader), started together, closed on
+    exit."""
     if n <= 0:
         yield []
         return
     with ThreadPoolExecutor(max_workers=n) as pool:
-        futures = [pool.submit(lambda: ProcessGrader.like(backend).start(device)) for _ in range(n)]
+        futures = [pool.submit(lambda: ProcessGrader(spec).start(device)) for _ in range(n)]
     try:
         yield [f.result() for f in futures]  # raises the first start-up failure
     finally:
@@ -281,7 +302,7 @@ def run_setting(setting: Setting, plan: ReplayPlan, grader: ProcessGrader, pairs
     try:
         with contextlib.ExitStack() as stack:
             # Extra graders start (and pay their start-up) before the clock, like the held one did.
-            use = [grader, *stack.enter_context(process_graders(grader, k - 1, device))]
+            use = [grader, *stack.enter_context(process_graders(grader.spec, k - 1, device))]
             own |= {g.pid for g in use}
             for role in COTENANTS[setting]:
                 tenants.append(stack.enter_context(CoTenant(role, device if kind == "cuda" else "cpu")))
@@ -293,6 +314,7 @@ def run_setting(setting: Setting, plan: ReplayPlan, grader: ProcessGrader, pairs
             if tenants:
                 time.sleep(plan.hog_warmup_s)
             pre = nvml()
+            own |= descendants(own)  # a grader's workers hold the CUDA contexts, not the grader process
             log(f"contention [{setting.value}]: {len(jobs)} grades on {len(use)} grader(s), "
                 f"co-tenants {[t.role.value for t in tenants] or 'none'}")
             if driver is not None:
@@ -324,7 +346,7 @@ def run_setting(setting: Setting, plan: ReplayPlan, grader: ProcessGrader, pairs
     return SettingRun(row, grades)
 
 
-def _grade_all(setting: Setting, use: Sequence[GradingBackend],
+def _grade_all(setting: Setting, use: Sequence[ProcessGrader],
                jobs: list[tuple[int, int, dict]]) -> tuple[list[ReplayGrade], list[str]]:
     """Each grader grades its share at the same time as the others (threads); lost results become missing."""
     by_grader: dict[int, list[tuple[int, dict]]] = {}

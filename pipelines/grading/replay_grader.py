@@ -8,7 +8,7 @@ GradeResult JSON line per request and a `done` line. k such processes are k inde
 (each its own device lock, its own expert timing), which is what "k graders time-slicing one
 device" means; graders sharing one interpreter would also share the Triton runtime and the GIL.
 
-`ProcessGrader` is the grading resource (same config, same retries) speaking to such a process.
+`ProcessGrader` grades through such a process with the settings and retries of `pipelines.grading.client`.
 """
 from __future__ import annotations
 
@@ -23,11 +23,9 @@ import sys
 import time
 from typing import Any, Iterator
 
-from pydantic import PrivateAttr
-
 from grader.contract import GradeRequest, GradeResult
+from pipelines.grading.client import GradeOutcome, GraderSpec, grade_with_retries
 from pipelines.grading.cotenants import LineReader, child_env
-from pipelines.grading.backend import GradingBackend
 
 READY_TIMEOUT_S = 300.0
 """Start-up budget of a grader process (imports, zygote, CUDA context)."""
@@ -35,29 +33,36 @@ RESULT_MARGIN_S = 60.0
 """Slack on top of the per-attempt budget before a silent grader process counts as lost."""
 
 
-class ProcessGrader(GradingBackend):
-    """The grading resource bound to a long-lived grader process (started by `start`, ended by `close`)."""
+class ProcessGrader:
+    """A grader (same settings, same retries as the resource) speaking to a long-lived grader process, started by
+    `start` and ended by `close`. Plain Python: the device run uses it where Dagster is not installed."""
 
-    _proc: Any = PrivateAttr(default=None)
-    _ready: dict = PrivateAttr(default_factory=dict)
-    _err: Any = PrivateAttr(default=None)
-    _reader: Any = PrivateAttr(default=None)
-    _device_arg: str = PrivateAttr(default="auto")
+    def __init__(self, spec: GraderSpec) -> None:
+        self.spec = spec
+        self._proc: Any = None
+        self._ready: dict = {}
+        self._err: Any = None
+        self._reader: Any = None
+        self._device_arg = "auto"
 
-    @staticmethod
-    def like(backend: GradingBackend) -> "ProcessGrader":
-        return ProcessGrader(**{f: getattr(backend, f) for f in GradingBackend.model_fields})
+    def request(self, attempt_id: str, task_id: str, source: str, language: str, entry_point: str,
+                seed: int) -> GradeRequest:
+        return self.spec.request(attempt_id, task_id, source, language, entry_point, seed)
+
+    def grade(self, requests: list[GradeRequest]) -> Iterator[GradeOutcome]:
+        return grade_with_retries(self.spec.retries, self._service_grade, requests)
 
     def start(self, device: str = "auto") -> "ProcessGrader":
         import tempfile
 
         self._device_arg, self._reader = device, None
-        cmd = [sys.executable, "-m", "pipelines.grading.replay_grader", "--mode", self.mode,
-               "--workers", str(self.workers), "--device", device]
-        for p in self.task_files:
+        spec = self.spec
+        cmd = [sys.executable, "-m", "pipelines.grading.replay_grader", "--mode", spec.mode,
+               "--workers", str(spec.workers), "--device", device]
+        for p in spec.task_files:
             cmd += ["--catalogue-extra", str(Path(p))]
-        if self.compile_cache:
-            cmd += ["--compile-cache", self.compile_cache]
+        if spec.compile_cache:
+            cmd += ["--compile-cache", spec.compile_cache]
         self._err = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(cmd, env=child_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=self._err, start_new_session=True)
@@ -100,7 +105,7 @@ class ProcessGrader(GradingBackend):
         self._proc.stdin.write((json.dumps([dataclasses.asdict(r) for r in batch]) + "\n").encode())
         self._proc.stdin.flush()
         for _ in range(len(batch) + 1):
-            msg = self._next(time.monotonic() + self.timeout_s + RESULT_MARGIN_S)
+            msg = self._next(time.monotonic() + self.spec.timeout_s + RESULT_MARGIN_S)
             if msg is not None and msg.get("event") == "done":
                 return
             if msg is None:
