@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan", type=Path, required=True, help="plan folder written by `kerneltraj device-plan`")
     ap.add_argument("--state", type=Path, required=True, help="folder kept between calls: a later call resumes")
     ap.add_argument("--out", type=Path, required=True, help="records folder (all records so far, this call's too)")
+    ap.add_argument("--resume-from", type=Path, metavar="RECORDS", help="a records folder that came back from an "
+                    "earlier call (another machine too): seeds an empty --state, so this call grades only the rest")
     ap.add_argument("--workers", type=int, default=8, help="grader slots at once")
     ap.add_argument("--phases", default=",".join(PASSES), help=f"comma-separated subset of {','.join(PASSES)}")
     ap.add_argument("--settings", help="comma-separated replay settings (isolated always runs; default all five)")
@@ -63,10 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hard-stop-s", type=float, default=540.0, help="the process ends here whatever it is doing")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
-    records = Records(args.state, args.out)
+    records = Records(args.state, args.out, args.resume_from)
     hard_stop(args.hard_stop_s, records, leave)
     env = environment()
-    records.write(ENV_FILE, env)
+    records.append(ENV_FILE, env)
     records.log(f"device run: {env['device'].get('gpu_name') or env['device'].get('kind')} torch {env['torch']} "
                 f"triton {env['triton']} python {env['python']} grader {env['grader_version']}")
     phases = tuple(p for p in args.phases.split(",") if p)

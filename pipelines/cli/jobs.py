@@ -53,6 +53,8 @@ class ReleaseProgress:
         elif name == "STEP_FAILURE":
             self._close_bar()
             err = ev.step_failure_data.error if ev.step_failure_data else None
+            while err is not None and err.cause is not None:  # Dagster's wrapper says where; its cause says why
+                err = err.cause
             self._say(f"      FAILED {step}: {err.message.strip() if err else ''}")
         elif name == "ASSET_CHECK_EVALUATION":
             data = ev.event_specific_data

@@ -19,7 +19,7 @@ Records (in OUT and S alike):
   "segment", "segment_s"}` with `result` the grader's GradeResult as JSON and `segment_s` the seconds since
   this call began the pass (a pass's wall time is the sum over its segments of their last grade's);
 - `settings.jsonl`: one line per contention setting, `{"plan", "row", "grades"}` (run_setting's output);
-- `progress.log`: what ran, when; `environment.json`: the device and versions.
+- `progress.log`: what ran, when; `environments.jsonl`: each call's device and versions.
 """
 from __future__ import annotations
 
@@ -41,7 +41,9 @@ from grader.contract import GRADER_VERSION, GradeRequest, GradeResult, Status
 from pipelines.grading.client import GradeOutcome, GraderSpec, grade_with_retries, service_grade
 
 PLAN_FILE, REQUESTS_FILE, CARDS_DIR = "plan.json", "requests.jsonl", "cards"
-GRADES_FILE, SETTINGS_FILE, LOG_FILE, ENV_FILE = "grades.jsonl", "settings.jsonl", "progress.log", "environment.json"
+GRADES_FILE, SETTINGS_FILE, LOG_FILE, ENV_FILE = "grades.jsonl", "settings.jsonl", "progress.log", "environments.jsonl"
+RECORD_FILES = (GRADES_FILE, SETTINGS_FILE, LOG_FILE, ENV_FILE)
+"""What a device run records; a records folder that came back can seed the state of a later call."""
 PASSES = ("primary", "revalidation", "replay", "checkpoint")
 """Phases of a device run, in the order they run: the replay samples the primary grades, the recheck follows
 the primary, and the learning comparison's checkpoints (not part of label survival) come last."""
@@ -104,12 +106,15 @@ class Records:
     """Appends each record to the state folder (a resumed run reads it) and to the output folder (what comes
     back even when the run is cut off), flushed line by line."""
 
-    def __init__(self, state: Path, out: Path):
+    def __init__(self, state: Path, out: Path, resume_from: Path | None = None):
         self.dirs = [state, out] if state.resolve() != out.resolve() else [state]
         for d in self.dirs:
             d.mkdir(parents=True, exist_ok=True)
+        for name in RECORD_FILES if resume_from else ():  # records that came back seed an empty state
+            if (resume_from / name).exists() and not (state / name).exists():
+                (state / name).write_bytes((resume_from / name).read_bytes())
         if len(self.dirs) == 2:  # what earlier calls recorded comes back with this one's
-            for name in (GRADES_FILE, SETTINGS_FILE, LOG_FILE):
+            for name in RECORD_FILES:
                 if (state / name).exists():
                     (out / name).write_bytes((state / name).read_bytes())
         self._lock = threading.Lock()
@@ -129,10 +134,6 @@ class Records:
             for d in self.dirs:
                 with open(d / LOG_FILE, "a") as f:
                     f.write(line + "\n")
-
-    def write(self, name: str, obj: dict[str, Any]) -> None:
-        for d in self.dirs:
-            (d / name).write_text(json.dumps(obj, indent=1, sort_keys=True, default=str) + "\n")
 
 
 def outcome_record(grading_pass: str, o: GradeOutcome, source_sha: str, seed: int | None) -> dict[str, Any]:

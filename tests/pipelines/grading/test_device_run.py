@@ -2,9 +2,10 @@
 from them (pipelines.grading.recorded).
 
 The record tests are pure (hand-made GradeResults in a records folder). The end-to-end test is the real chain on
-this CPU, as it runs across the two machines: `kerneltraj device-plan`, then `bench/gpu_label_survival.py` in two
-calls (the second resumes), then `kerneltraj release --device-records`, then `kerneltraj status --json`; it checks
-that every stored grade is the recorded one, not a regrade.
+this CPU, as it runs across machines: `kerneltraj device-plan`; `bench/gpu_label_survival.py` in two calls, the
+second on an empty state seeded from the first's records; `kerneltraj release --device-records` on the first
+call's records (it stops at the recheck and names what it lacks) and on the second's; `kerneltraj status --json`.
+It checks that every stored grade is the recorded one, not a regrade.
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ def test_a_recorded_replay_must_be_the_sample_this_warehouse_draws(tmp_path):
 
 
 def test_a_release_takes_every_grade_from_a_device_runs_records(tmp_path, demo_files):
-    """device-plan -> the device run in two calls (the second resumes) -> release --device-records -> status."""
+    """device-plan -> the device run in two calls -> release --device-records -> status."""
     attempts, malformed = demo_files
     wanted = {"demo.kestrel.log_softmax_rows_fp32.1.t1", "demo.wren.softmax_rows_fp32.1.t1",
               "demo.kestrel.cross_entropy_fp32.1.t1"}
@@ -116,15 +117,23 @@ def test_a_release_takes_every_grade_from_a_device_runs_records(tmp_path, demo_f
     run(sys.executable, "-m", "pipelines.cli", "device-plan", "--out", "plan")
     plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert plan["counts"] == {"primary": 3, "revalidation": 3, "checkpoint": 2} and plan["rows_refused_at_ingest"] == 1
-    device = [sys.executable, str(REPO_ROOT / "bench" / "gpu_label_survival.py"), "--plan", "plan", "--state",
-              "state_dev", "--workers", "2", "--pairs", "1", "--settings", "isolated", "--max-primary-total-s", "0"]
-    run(*device, "--out", "out1", "--phases", "primary")
-    log = run(*device, "--out", "out2").stdout
+    device = [sys.executable, str(REPO_ROOT / "bench" / "gpu_label_survival.py"), "--plan", "plan", "--workers",
+              "2", "--pairs", "1", "--settings", "isolated", "--max-primary-total-s", "0"]
+    run(*device, "--state", "state1", "--out", "out1", "--phases", "primary")
+    # The next call is on another machine: its state is empty, seeded from the records that came back.
+    log = run(*device, "--state", "state2", "--resume-from", "out1", "--out", "out2").stdout
     assert "primary: 0 to grade (3 of 3 recorded or skipped)" in log  # resumed, not graded again
     records = tmp_path / "out2"
+    assert len((records / "environments.jsonl").read_text().splitlines()) == 2  # each call's device, kept
     grades = [json.loads(ln) for ln in (records / GRADES_FILE).read_text().splitlines()]
     assert sorted(g["pass"] for g in grades).count("primary") == 3
 
+    # The first call's records hold no recheck: the release stops there and says which grades it lacks.
+    part = subprocess.run([sys.executable, "-m", "pipelines.cli", "release", "--device-records", "out1"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert part.returncode == 1
+    assert ("FAILED revalidated_records: pipelines.grading.client.GradingIncomplete: 3 of 3 requests were not "
+            "graded in the device run") in part.stderr, part.stderr[-3000:]
     out = run(sys.executable, "-m", "pipelines.cli", "release", "--device-records", str(records)).stderr
     assert "written to" in out and "FAILED" not in out
     import duckdb
