@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--graders", type=int, help="k graders of the time_sliced setting (default 4 on a GPU)")
     ap.add_argument("--max-primary-total-s", type=float, help="replay only pairs whose primary grade took at most "
                     "this long (0: no cap; default none on a GPU, 1.5 s on the CPU)")
-    ap.add_argument("--budget-s", type=float, default=480.0, help="no new phase, batch or setting after this")
+    ap.add_argument("--budget-s", type=float, default=480.0, help="no new phase or replay setting starts after this")
     ap.add_argument("--hard-stop-s", type=float, default=540.0, help="the process ends here whatever it is doing")
     args = ap.parse_args(argv)
     t0 = time.monotonic()

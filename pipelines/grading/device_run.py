@@ -168,7 +168,8 @@ class DeviceRun:
     spec: GraderSpec
     """Grader settings (the plan's, with this machine's workers and compile cache)."""
     stop_at: float
-    """time.monotonic() past which no new phase or batch starts; the run then ends and can be resumed."""
+    """time.monotonic() past which no new phase or replay setting starts (a pass already started runs on, until
+    it ends or the hard stop); the run then ends and can be resumed."""
     replay_overrides: dict[str, Any]
     """ReplayPlan fields to change from the device's defaults (pairs, graders, settings, ...)."""
     phases: tuple[str, ...] = PASSES

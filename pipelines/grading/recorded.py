@@ -8,6 +8,7 @@ names it: a release is graded on one device or not at all, never half on this CP
 """
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 from pathlib import Path
@@ -93,8 +94,6 @@ class RecordedGrader(GradingBackend):
 
 
 def _row(row: dict[str, Any]) -> dict[str, Any]:
-    import datetime as dt
-
     out = dict(row)
     if isinstance(out.get("started_at"), str):
         out["started_at"] = dt.datetime.fromisoformat(out["started_at"])
