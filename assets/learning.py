@@ -14,8 +14,7 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_CURATION, OWNER
 from grader.catalogue import load_catalogue
-from pipelines.curation.checkpoint_comparison import compare_checkpoints
-from pipelines.core.rawattempt import RawAttempt, parse_lines
+from pipelines.curation.checkpoint_comparison import GRADE_SEED, checkpoint_attempts, compare_checkpoints
 from pipelines.core.settings import Settings
 from pipelines.grading.backend import GradingBackend
 from pipelines.defs.resources import ReleaseTarget, Warehouse
@@ -42,15 +41,9 @@ def checkpoint_files() -> list[Path]:
 def learning_comparison(context: AssetExecutionContext, grader: GradingBackend, warehouse: Warehouse,
                         release_target: ReleaseTarget) -> dg.MaterializeResult:
     cards = load_catalogue()
-    attempts: list[RawAttempt] = []
-    for path in checkpoint_files():
-        with open(path, "rb") as f:
-            for row in parse_lines(f, str(path), known_tasks=cards):
-                if not isinstance(row, RawAttempt):  # checkpoint sets are ours: a bad row is a bug, say so
-                    raise ValueError(f"{row.origin}: {row.reason}")
-                attempts.append(row)
+    attempts = checkpoint_attempts(checkpoint_files(), cards)
     by_id = {a.attempt_id: a for a in attempts}
-    requests = [grader.request(a.attempt_id, a.task_id, a.source, a.language, a.entry_point, seed=17)
+    requests = [grader.request(a.attempt_id, a.task_id, a.source, a.language, a.entry_point, seed=GRADE_SEED)
                 for a in attempts]
     rows = []
     for outcome in grader.grade(requests):

@@ -9,13 +9,10 @@ from pathlib import Path
 
 from pipelines.cli.args import fail, settings_from_args
 
-CHECKPOINT_SEED = 17
-"""The learning comparison's request seed (assets/learning.py)."""
-
-
 def cmd_device_plan(args: argparse.Namespace) -> int:
     from grader.catalogue import load_catalogue
     from pipelines.core.rawattempt import RawAttempt, parse_lines
+    from pipelines.curation.checkpoint_comparison import GRADE_SEED, checkpoint_attempts
     from pipelines.grading.client import GraderSpec
     from pipelines.grading.device_run import PlannedGrade, write_plan
     from pipelines.grading.passes import PASS_PRIMARY, PASS_REVALIDATION, pass_seed
@@ -28,23 +25,23 @@ def cmd_device_plan(args: argparse.Namespace) -> int:
     attempts: list[RawAttempt] = []
     refused = 0
     seen: set[str] = set()
+    turns: dict = {}
+    contents: dict = {}
     for path in settings.inputs:  # as the ingest admits them; a refused row is never graded, so never planned
         with open(path, "rb") as f:
-            for row in parse_lines(f, path, known_tasks=cards, seen_ids=seen):
+            for row in parse_lines(f, path, known_tasks=cards, seen_ids=seen, held_turns=turns,
+                                   held_contents=contents):
                 if isinstance(row, RawAttempt):
                     attempts.append(row)
                 else:
                     refused += 1
-    checkpoints: list[RawAttempt] = []
-    for path in settings.checkpoints:
-        with open(path, "rb") as f:
-            checkpoints += [r for r in parse_lines(f, path, known_tasks=cards) if isinstance(r, RawAttempt)]
+    checkpoints = checkpoint_attempts(settings.checkpoints, load_catalogue())  # as learning_comparison reads them
 
     def planned(a: RawAttempt, grading_pass: str, seed: int) -> PlannedGrade:
         return PlannedGrade(grading_pass, a.attempt_id, a.task_id, a.source, a.language, a.entry_point or "run", seed)
 
     grades = [planned(a, p, pass_seed(a.attempt_id, p)) for p in (PASS_PRIMARY, PASS_REVALIDATION) for a in attempts]
-    grades += [planned(a, "checkpoint", CHECKPOINT_SEED) for a in checkpoints]
+    grades += [planned(a, "checkpoint", GRADE_SEED) for a in checkpoints]
     spec = GraderSpec(mode=settings.grader_mode, timeout_s=settings.timeout_s, profile=settings.profile,
                       retries=settings.retries)
     plan = write_plan(Path(args.out), grades, [Path(p) for p in settings.task_files], spec,

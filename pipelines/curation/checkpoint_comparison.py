@@ -22,11 +22,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
 
 import numpy as np
 import polars as pl
 
+from pipelines.core.rawattempt import RawAttempt, parse_lines
 from pipelines.curation.split_policy import Manifest, Split
 
 CHECKPOINTS = ("baseline", "treatment")
@@ -38,6 +40,20 @@ MIN_TASKS_FOR_VERDICT = 2
 """With one task the bootstrap interval collapses to a point: no task-level uncertainty exists."""
 REQUIRED_COLUMNS = ("checkpoint", "task_id", "family", "status", "reward", "speedup", "budget_tokens")
 SELECTION = "best attempt per task per checkpoint (max reward; fast_p uses the best correct speedup)"
+GRADE_SEED = 17
+"""Request seed of every checkpoint attempt's grade, both arms alike (a device plan asks the same)."""
+
+
+def checkpoint_attempts(paths: Iterable[str | Path], known_tasks: Iterable[str]) -> list[RawAttempt]:
+    """The checkpoint sets' attempts, in file order. They are ours: a bad row is a bug, and says so."""
+    attempts: list[RawAttempt] = []
+    for path in paths:
+        with open(path, "rb") as f:
+            for row in parse_lines(f, str(path), known_tasks=known_tasks):
+                if not isinstance(row, RawAttempt):
+                    raise ValueError(f"{row.origin}: {row.reason}")
+                attempts.append(row)
+    return attempts
 
 
 class Verdict(str, enum.Enum):

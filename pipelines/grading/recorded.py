@@ -3,7 +3,7 @@
 
 Every grading step asks it the same requests as it would ask a live grader, and gets the recorded outcome of
 the same attempt, seed and source (a different source or task is refused, never matched); the contention
-replay takes the recorded settings (`replay_runs`). A request the device run never graded is an error that
+replay takes the recorded settings (`replay`). A request the device run never graded is an error that
 names it: a release is graded on one device or not at all, never half on this CPU.
 """
 from __future__ import annotations
@@ -47,8 +47,8 @@ class RecordedGrader(GradingBackend):
         if missing:
             raise GradingIncomplete(
                 f"{len(missing)} of {len(requests)} requests were not graded in the device run at {self.records} "
-                f"(first: {missing[:5]}); resume that run (same --state), or write a new plan with "
-                f"`kerneltraj device-plan` for these inputs and grade it")
+                f"(first: {missing[:5]}); resume that run (bench/gpu_label_survival.py --resume-from "
+                f"{self.records}), or write a new plan with `kerneltraj device-plan` for these inputs and grade it")
         outcomes = []
         for r in requests:
             rec = self._grades[(r.attempt_id, r.seed)]

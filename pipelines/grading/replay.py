@@ -20,10 +20,10 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 from grader import fingerprint
+from grader.sandbox import child_pids
 from pipelines.grading.agreement import stable_order
 from pipelines.grading.cotenants import CoTenant, LoadDriver, Role, ServiceStats
 from pipelines.grading.client import GradeOutcome, GraderSpec
@@ -215,18 +215,10 @@ def check_reading(setting: Setting, reading: dict[str, Any], own_pids: set[int],
 
 
 def descendants(pids: set[int]) -> set[int]:
-    """Every live process below these (from /proc; empty where there is no /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue  # gone meanwhile
-        ppid = int(text[text.rindex(")") + 2:].split()[1])  # the name in () may hold spaces
-        children.setdefault(ppid, []).append(int(stat.parent.name))
+    """Every live process below these (grader.sandbox.child_pids, from /proc)."""
     out, todo = set(), list(pids)
     while todo:
-        for c in children.get(todo.pop(), ()):
+        for c in child_pids(todo.pop()):
             if c not in out:
                 out.add(c)
                 todo.append(c)
@@ -313,8 +305,11 @@ def run_setting(setting: Setting, plan: ReplayPlan, grader: ProcessGrader, pairs
                 alone = driver.window(plan.service_baseline_s).finish()
             if tenants:
                 time.sleep(plan.hog_warmup_s)
+            # A grader's workers hold the CUDA contexts, not the grader process: ours are those alive just before
+            # the reading and just after it (a worker may start or end in between).
+            before = descendants(own)
             pre = nvml()
-            own |= descendants(own)  # a grader's workers hold the CUDA contexts, not the grader process
+            own |= before | descendants(own)
             log(f"contention [{setting.value}]: {len(jobs)} grades on {len(use)} grader(s), "
                 f"co-tenants {[t.role.value for t in tenants] or 'none'}")
             if driver is not None:

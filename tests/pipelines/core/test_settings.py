@@ -40,6 +40,20 @@ def test_the_demo_corpus_is_the_default_only_while_nothing_was_imported(tmp_path
     assert given.inputs == (str(tmp_path / "x.jsonl"),)
 
 
+def test_a_state_folder_given_on_the_command_line_brings_its_own_imports(tmp_path, monkeypatch):
+    """`kerneltraj --state-dir X` reads X's imports, warehouse and releases, not the environment's folder's."""
+    default, other = tmp_path / "default", tmp_path / "other"
+    reg.record(default, "cuda-l1", [tmp_path / "a100.jsonl"], {"attempts": [], "tasks": []})
+    entry, _ = reg.record(other, "cuda-l1", [tmp_path / "h100.jsonl"], {"attempts": [], "tasks": []})
+    monkeypatch.setenv("KERNELTRAJ_STATE_DIR", str(default))
+    monkeypatch.setenv("KERNELTRAJ_WAREHOUSE", str(default / "elsewhere.duckdb"))
+    s = Settings.from_env_with(state_dir=str(other))
+    assert s.state_dir == other and s.inputs == (entry.files["attempts"],)
+    assert s.task_files and all(Path(f).is_relative_to(other) for f in s.task_files)
+    assert s.warehouse_path == other / "warehouse.duckdb" and s.releases_dir == other / "releases"
+    assert Settings.from_env_with(str(other), str(tmp_path / "w.duckdb")).warehouse_path == tmp_path / "w.duckdb"
+
+
 def test_path_env_round_trips_the_state_paths(tmp_path):
     s = Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path / "a"), "KERNELTRAJ_WAREHOUSE": str(tmp_path / "w.db")})
     again = Settings.from_env(s.path_env())

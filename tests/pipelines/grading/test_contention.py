@@ -284,6 +284,26 @@ class _HalfGrader(GradingBackend):
                               sharing=r.sharing)
 
 
+def test_a_graders_workers_are_its_descendants():
+    """The NVML check counts a grader's workers as ours (they hold the CUDA contexts): every level below it."""
+    import subprocess
+
+    from pipelines.grading.replay import descendants
+
+    outer = subprocess.Popen(["sh", "-c", "sh -c 'sleep 30 & wait' & wait"])
+    try:
+        deadline = time.monotonic() + 10
+        while len(found := descendants({outer.pid})) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(found) == 2 and outer.pid not in found  # the inner shell and its sleep, not the root
+        assert found <= descendants({os.getpid()})
+    finally:
+        for pid in descendants({outer.pid}):
+            os.kill(pid, 9)
+        outer.kill()
+        outer.wait()
+
+
 def test_lost_grades_are_counted_missing_and_the_setting_is_recorded():
     plan = ReplayPlan.for_device(False, repeats=2)
     pairs = [{"attempt_id": "t1.a", "task_id": "t1", "source": "x", "language": "triton", "entry_point": "run"}]
