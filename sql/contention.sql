@@ -106,7 +106,8 @@ FROM contention_replay ORDER BY setting, attempt_id, repeat LIMIT 8;
 -- name: recheck
 -- The recheck pass (revalidated_records) as unit rows for pipelines.grading.agreement.
 SELECT r.attempt_id, r.task_id, r.primary_status, r.revalidation_status, r.primary_reward, r.revalidation_reward,
-       CAST(p.sizes AS VARCHAR) AS primary_sizes, CAST(v.sizes AS VARCHAR) AS revalidation_sizes
+       CAST(p.sizes AS VARCHAR) AS primary_sizes, CAST(v.sizes AS VARCHAR) AS revalidation_sizes,
+       p.device AS primary_device, v.device AS revalidation_device
 FROM revalidated_records r
 JOIN current_grades p ON p.attempt_id = r.attempt_id AND p.grading_pass = 'primary'
 JOIN current_grades v ON v.attempt_id = r.attempt_id AND v.grading_pass = 'revalidation'

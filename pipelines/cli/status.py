@@ -116,7 +116,8 @@ def _revalidation_lines(rv: dict[str, Any] | None) -> list[str]:
     if not rc:
         return ["revalidation  no recheck in the warehouse"]
     tp = rc.get("throughput") or {}
-    out = [f"revalidation  {rc['units']} rechecked: {rc['agree']} agree, {rc['disagree']} disagree, "
+    on = ", ".join(rc.get("devices") or []) or "unknown device"
+    out = [f"revalidation  {rc['units']} rechecked on {on}: {rc['agree']} agree, {rc['disagree']} disagree, "
            f"{rc['ambiguous']} ambiguous, {rc['missing']} missing (agreement {_pct(rc['agree_rate'])}); "
            f"false-fast {rc['false_fast']} of {rc['first_fast']} labelled faster"
            + (f"; {tp['per_device_hour']:.0f} revalidated per {tp['device_hour_unit'][:-1]}"
@@ -151,7 +152,8 @@ def _other_lines(st: dict[str, Any]) -> list[str]:
             out.append(f"quarantined   {_counts(rel['quarantined_by_reason'])} (`kerneltraj quarantine` lists them)")
     cl = st.get("claims")
     if cl:
-        out.append(f"claims        {cl['claims']} imported, {cl['comparable']} comparable: "
+        on = ", ".join(cl.get("devices") or []) or "no device yet"
+        out.append(f"claims        {cl['claims']} imported, graded on {on}; {cl['comparable']} comparable: "
                    f"{_counts(cl['comparable_by_class'])}")
     cost = st.get("cost")
     if cost:

@@ -29,6 +29,8 @@ FAILED_STATUSES = ("infra_error", "unsupported_on_backend", "timeout", "crashed"
 class Throughput:
     """Revalidated units per unit of time and money."""
 
+    device: str | None
+    """The device the grades were taken on (None: more than one, so no single price applies)."""
     revalidated: int
     """Units whose grade agreed with the primary grade."""
     wall_s: float | None
@@ -52,7 +54,8 @@ def throughput(revalidated: int, wall_s: float | None, devices: int, device: str
     hours = wall_s / 3600 if wall_s else None
     dev_h = hours * devices if hours else None
     price = price_usd_per_hour(device)
-    return Throughput(revalidated, wall_s, dev_h, "GPU-hours" if device_kind == "cuda" else "CPU device-hours",
+    unit = {"cuda": "GPU-hours", "cpu": "CPU device-hours"}.get(device_kind, "device-hours (CPU and GPU mixed)")
+    return Throughput(device, revalidated, wall_s, dev_h, unit,
                       revalidated / hours if hours else None, revalidated / dev_h if dev_h else None, price,
                       revalidated / (dev_h * price) if dev_h and price else None)
 
@@ -107,6 +110,8 @@ class Report:
     """Primary grade vs independent recheck (revalidated_records), per unit."""
     recheck_throughput: Throughput | None
     """Recheck units revalidated per hour and dollar."""
+    recheck_devices: tuple[str, ...]
+    """Devices the primary grades and the rechecks were taken on (`cpu` for a CPU release)."""
     sample_rule: str | None
     """The replay's declared sample rule."""
     settings: tuple[SettingFigures, ...]
@@ -119,23 +124,26 @@ def _label(status: str, label: str | None, reward: float | None, lo: float | Non
     return GradeLabel(status, Label(label) if label else Label.FAILED, reward, lo, hi)
 
 
-def recheck_summary(con: duckdb.DuckDBPyConnection) -> tuple[AgreementSummary | None, Throughput | None]:
+def recheck_summary(con: duckdb.DuckDBPyConnection
+                    ) -> tuple[AgreementSummary | None, Throughput | None, tuple[str, ...]]:
+    """The recheck's agreement, its throughput and the devices its two grades were taken on."""
     rows = query_dicts(con, load_sql("contention.recheck"))
     if not rows:
-        return None, None
+        return None, None, ()
     first = [(r["attempt_id"], r["task_id"], grade_label(r["primary_status"], r["primary_reward"],
                                                         r["primary_sizes"])) for r in rows]
     second = [(r["attempt_id"], r["task_id"], grade_label(r["revalidation_status"], r["revalidation_reward"],
                                                          r["revalidation_sizes"])) for r in rows]
     summary = summarise(unit_verdicts(first, second))
+    graded_on = tuple(sorted({d for r in rows for d in (r["primary_device"], r["revalidation_device"]) if d}))
     if not has_table(con, "revalidation_runs"):
-        return summary, None
+        return summary, None, graded_on
     t = query_dicts(con, load_sql("contention.recheck_throughput"))[0]
     devices = t["devices"] or []
     device = devices[0] if len(devices) == 1 else None  # mixed devices: no single price applies
-    kind = "cpu" if device == "cpu" else "cuda"
+    kind = "cpu" if devices and all(d == "cpu" for d in devices) else "cuda" if "cpu" not in devices else "mixed"
     tp = throughput(int(t["revalidated"] or 0), t["wall_s"], 1, device, kind) if t["wall_s"] else None
-    return summary, tp
+    return summary, tp, graded_on
 
 
 def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -144,7 +152,7 @@ def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 def build_report(con: duckdb.DuckDBPyConnection) -> Report:
     """Report figures from the warehouse; no settings when the replay never ran."""
-    recheck, recheck_tp = recheck_summary(con)
+    recheck, recheck_tp, recheck_devices = recheck_summary(con)
     replayed = has_table(con, "contention_settings") and has_table(con, "contention_replay")
     settings = query_dicts(con, load_sql("contention.settings")) if replayed else []
     replay = query_dicts(con, load_sql("contention.replay")) if replayed else []
@@ -190,7 +198,7 @@ def build_report(con: duckdb.DuckDBPyConnection) -> Report:
                      "mig": pre.get("mig_mode"), "compute_mode": pre.get("compute_mode"),
                      "processes": len(pre.get("other_processes") or []) if pre.get("kind") == "cuda" else None,
                      "sm_clock_mhz": pre.get("sm_clock_mhz")})
-    return Report(TIE_BAND_LOG2, recheck, recheck_tp, settings[0]["sample_rule"] if settings else None,
+    return Report(TIE_BAND_LOG2, recheck, recheck_tp, recheck_devices, settings[0]["sample_rule"] if settings else None,
                   tuple(figures), tuple(nvml))
 
 
@@ -209,16 +217,20 @@ def report_markdown(rep: Report, heading: str = "###") -> str:
     out = [f"{heading} Revalidation and contention ({where})", "",
            f"Labels: faster / slower / tie with tie band |log2 speedup| < {rep.tie_band_log2} judged on the ~95% "
            "interval of log2 speedup; an interval across a band edge is `ambiguous` (never forced). Figures count "
-           "units (one candidate, however often timed) and are also averaged per task.", ""]
+           "units (one candidate, however often timed) and are also averaged per task. Δlog2 is the reward "
+           "under test minus the reference's, over units correct in both (the primary grade minus its recheck; "
+           "a setting's grade minus its reference): positive, the grade under test overstates.", ""]
     if rep.recheck:
         r, tp = rep.recheck, rep.recheck_throughput
-        out += [f"{heading}# Recheck (primary grade vs independent recheck)", markdown_table([{
+        on = md_escape(", ".join(rep.recheck_devices)) or "unknown device"
+        out += [f"{heading}# Recheck (primary grade vs independent recheck, graded on {on})", markdown_table([{
             "units": r.units, "tasks": r.tasks, "agree": _f(r.agree_rate), "agree per task": _f(r.agree_rate_by_task),
             "ambiguous share": _f(r.ambiguous_share), "false fast": f"{r.false_fast}/{r.first_fast}",
             "fast unconfirmed": r.fast_unconfirmed,
             "Δlog2 median [p10, p90]": f"{_f(r.delta_log2_median)} [{_f(r.delta_log2_p10)}, {_f(r.delta_log2_p90)}]",
             "per wall-h": _f(tp.per_wall_hour if tp else None),
-            "per USD": _f(tp.per_usd if tp else None, none="unknown")}], max_cell=60), ""]
+            "per USD": _f(tp.per_usd if tp else None, none="unknown")}], max_cell=60), "",
+            "Recheck label (rows, the reference) against the primary grade's (columns):", "", _matrix_md(r), ""]
     if not rep.settings:
         return "\n".join(out + ["_no contention replay in the warehouse_"])
     out += [f"Sample: {rep.sample_rule}.", "", f"{heading}# Label agreement per setting", markdown_table([{
@@ -310,7 +322,8 @@ def status_figures(rep: Report) -> dict[str, Any]:
 
     return {
         "tie_band_log2": rep.tie_band_log2,
-        "recheck": {**labels(rep.recheck), "throughput": asdict(rep.recheck_throughput)
+        "recheck": {"devices": list(rep.recheck_devices), **labels(rep.recheck),
+                    "throughput": asdict(rep.recheck_throughput)
                     if rep.recheck_throughput else None} if rep.recheck else None,
         "contention": {"sample_rule": rep.sample_rule, "settings": [
             {"setting": f.setting, "device": f.device, "device_kind": f.device_kind, "graders": f.graders,

@@ -395,7 +395,9 @@ def test_report_figures_from_hand_built_tables(warehouse):
     # the recheck: 6 records, 2 agree (t1.agree, t3.floored), 2 false fast of 5 first-fast
     assert rep.recheck.units == 6 and rep.recheck.agree == 2 and rep.recheck.false_fast == 2
     assert rep.recheck_throughput.per_wall_hour == pytest.approx(2 / 0.01)
+    assert rep.recheck_devices == ("cpu",) and status_figures(rep)["recheck"]["devices"] == ["cpu"]
     md = report_markdown(rep)
+    assert "independent recheck, graded on cpu" in md
     assert "CPU figures, not GPU figures" in md and "unknown" in md and "CPU device-hours" in md
     assert card.startswith("## Revalidation and contention")
     assert report_png(rep)[:8] == b"\x89PNG\r\n\x1a\n"
@@ -412,6 +414,26 @@ def test_priced_device_gets_dollar_figures(tmp_path):
     assert hog.device_hour_unit == "GPU-hours"
     assert hog.per_usd == pytest.approx(1 / (72 / 3600 * price))
     assert rep.recheck is None  # no revalidated_records in this warehouse
+
+
+def test_a_recheck_graded_on_a_gpu_is_labelled_with_it(warehouse):
+    """A release loaded from a device run's records: the recheck names the GPU, its hours are GPU-hours and
+    the declared price applies; a recheck across two devices gets no single price and says both."""
+    with connect(warehouse) as con:
+        con.execute("UPDATE graded_attempts SET device = 'NVIDIA H200'")
+    with connect(warehouse, read_only=True) as con:
+        rep = build_report(con)
+    tp = rep.recheck_throughput
+    assert rep.recheck_devices == ("NVIDIA H200",) and tp.device == "NVIDIA H200"
+    assert tp.device_hour_unit == "GPU-hours" and tp.price_usd_per_hour == PRICE_TABLE["NVIDIA H200"].usd_per_hour
+    assert "graded on NVIDIA H200" in report_markdown(rep)
+    with connect(warehouse) as con:
+        con.execute("UPDATE graded_attempts SET device = 'cpu' WHERE attempt_id = 't1.agree'")
+    with connect(warehouse, read_only=True) as con:
+        rep = build_report(con)
+    assert rep.recheck_devices == ("NVIDIA H200", "cpu")
+    assert rep.recheck_throughput.device is None and rep.recheck_throughput.price_usd_per_hour is None
+    assert rep.recheck_throughput.device_hour_unit == "device-hours (CPU and GPU mixed)"
 
 
 def test_status_section_absent_until_there_is_something(tmp_path):

@@ -154,6 +154,9 @@ def test_a_release_takes_every_grade_from_a_device_runs_records(tmp_path, demo_f
     assert [(s["setting"], s["device"]) for s in settings] == [("isolated", "cpu")]
     recheck = status["revalidation"]["recheck"]
     assert recheck["units"] == 3 and recheck["throughput"]["device_hour_unit"] == "CPU device-hours"
+    assert recheck["devices"] == ["cpu"]
+    text = run(sys.executable, "-m", "pipelines.cli", "status").stdout  # the device is named, as in the JSON
+    assert "3 rechecked on cpu:" in text
     # Records per hour are the device's: its wall time for the recheck, not this release's reading of records.
     device_wall = RecordedGrader(records=str(records)).recorded_wall_s("revalidation")
     assert recheck["throughput"]["wall_s"] == pytest.approx(device_wall) and device_wall > 0
