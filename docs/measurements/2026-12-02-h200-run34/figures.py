@@ -2,11 +2,15 @@
 `revalidation.png` is the release's own revalidation report plot; `recheck_delta.png` puts each correct unit's
 Δlog2 (primary reward - recheck reward, the report's sign: positive, the primary grade overstates) against its
 primary reward, by whether the recheck ran on the same GPU as the primary grade (hardware fingerprint).
-Run from the repository root:
+It also prints how far each expert-twin timing sits above the fastest one seen for its task and size, per
+pass (from the records). Run from the repository root:
 
     python3 docs/measurements/2026-12-02-h200-run34/figures.py .kerneltraj/run34/warehouse.duckdb
 """
+import json
+import statistics
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 sys.path.insert(0, ".")
@@ -41,3 +45,28 @@ ax.legend(fontsize=8)
 fig.tight_layout()
 (HERE / "recheck_delta.png").write_bytes(png(fig))
 print("wrote", HERE / "revalidation.png", HERE / "recheck_delta.png")
+
+
+def expert_inflation() -> None:
+    """Per pass: each correct grade's expert_ms over the fastest expert_ms seen for that task and size."""
+    recs = [(r["pass"], r["result"]) for r in map(json.loads, open(HERE / "records" / "grades.jsonl"))]
+    for line in open(HERE / "records" / "settings.jsonl"):
+        s = json.loads(line)
+        recs += [("replay " + s["row"]["setting"], g["result"]) for g in s["grades"]]
+    fastest: dict = defaultdict(lambda: float("inf"))
+    for _, res in recs:
+        for z in res.get("sizes") or []:
+            fastest[res["task_id"], z["size_key"]] = min(fastest[res["task_id"], z["size_key"]], z["expert_ms"])
+    by: dict = defaultdict(list)
+    for p, res in recs:
+        if res["status"] == "correct":
+            by[p] += [z["expert_ms"] / fastest[res["task_id"], z["size_key"]] for z in res["sizes"]]
+    print("| pass | timings | median | p75 | p90 | share over 1.5x |\n|---|---:|---:|---:|---:|---:|")
+    for p, v in sorted(by.items()):
+        v.sort()
+        at = lambda q: v[int(q * (len(v) - 1))]  # noqa: E731
+        print(f"| {p} | {len(v)} | {statistics.median(v):.2f} | {at(.75):.2f} | {at(.9):.2f} | "
+              f"{sum(x > 1.5 for x in v) / len(v):.0%} |")
+
+
+expert_inflation()
