@@ -141,7 +141,8 @@ def recheck_summary(con: duckdb.DuckDBPyConnection
     t = query_dicts(con, load_sql("contention.recheck_throughput"))[0]
     devices = t["devices"] or []
     device = devices[0] if len(devices) == 1 else None  # mixed devices: no single price applies
-    kind = "cpu" if devices and all(d == "cpu" for d in devices) else "cuda" if "cpu" not in devices else "mixed"
+    kinds = {"cpu" if d == "cpu" else "cuda" for d in devices}
+    kind = kinds.pop() if len(kinds) == 1 else "mixed"  # GPU-hours only when every recheck ran on a GPU
     tp = throughput(int(t["revalidated"] or 0), t["wall_s"], 1, device, kind) if t["wall_s"] else None
     return summary, tp, graded_on
 
