@@ -9,13 +9,16 @@ declared price table; an unknown price leaves per-dollar figures null, never 0.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import duckdb
 
+from grader.contract import SPEEDUP_CLIP
 from grader.labels import TIE_BAND_LOG2
-from pipelines.grading.agreement import AgreementSummary, GradeLabel, Label, grade_label, summarise, unit_verdicts
+from pipelines.grading.agreement import (AgreementSummary, GradeLabel, Label, grade_label, quantile, summarise,
+                                         unit_verdicts)
 from pipelines.grading.replay import PRICE_TABLE, Setting, price_usd_per_hour
 from pipelines.core.markup import md_escape
 from pipelines.reporting.status_sections import StatusContext
@@ -58,6 +61,41 @@ def throughput(revalidated: int, wall_s: float | None, devices: int, device: str
     return Throughput(device, revalidated, wall_s, dev_h, unit,
                       revalidated / hours if hours else None, revalidated / dev_h if dev_h else None, price,
                       revalidated / (dev_h * price) if dev_h and price else None)
+
+
+REWARD_BANDS = (("reward < -1 (over 2x slower than the expert)", -math.inf, -1.0),
+                ("-1 <= reward < 1 (within 2x of the expert)", -1.0, 1.0),
+                ("reward >= 1 (over 2x faster than the expert)", 1.0, math.inf))
+"""Bands of the primary reward: how far a grade moves on recheck depends on how far the candidate's time is
+from its expert twin's (both are timed in the grade; only between similar times does their noise cancel)."""
+
+
+@dataclass(frozen=True)
+class RewardBand:
+    """How far the recheck moved the reward, for units whose primary reward lies in one band."""
+
+    band: str
+    """The band of the primary reward."""
+    units: int
+    """Units correct in both grades, in this band (both at the reward's lower clip left out: 0 by construction)."""
+    abs_delta_median: float | None
+    """Median |primary reward - recheck reward| (log2)."""
+    abs_delta_p90: float | None
+    """90th percentile of the same."""
+    abs_delta_max: float | None
+    """Largest of the same."""
+
+
+def reward_bands(pairs: list[tuple[float, float]]) -> tuple[RewardBand, ...]:
+    """(primary reward, recheck reward) of units correct in both -> |Δlog2| per band of the primary reward."""
+    clip = math.log2(SPEEDUP_CLIP[0])
+    kept = [(p, abs(p - v)) for p, v in pairs if not (p <= clip and v <= clip)]
+    out = []
+    for name, lo, hi in REWARD_BANDS:
+        d = [x for p, x in kept if lo <= p < hi]
+        out.append(RewardBand(name, len(d), quantile(d, 0.5) if d else None, quantile(d, 0.9) if d else None,
+                              max(d) if d else None))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -112,6 +150,8 @@ class Report:
     """Recheck units revalidated per hour and dollar."""
     recheck_devices: tuple[str, ...]
     """Devices the primary grades and the rechecks were taken on (`cpu` for a CPU release)."""
+    recheck_bands: tuple[RewardBand, ...]
+    """How far the recheck moved the reward, by band of the primary reward (empty without a recheck)."""
     sample_rule: str | None
     """The replay's declared sample rule."""
     settings: tuple[SettingFigures, ...]
@@ -124,27 +164,40 @@ def _label(status: str, label: str | None, reward: float | None, lo: float | Non
     return GradeLabel(status, Label(label) if label else Label.FAILED, reward, lo, hi)
 
 
-def recheck_summary(con: duckdb.DuckDBPyConnection
-                    ) -> tuple[AgreementSummary | None, Throughput | None, tuple[str, ...]]:
-    """The recheck's agreement, its throughput and the devices its two grades were taken on."""
+@dataclass(frozen=True)
+class Recheck:
+    """The recheck's figures in the report."""
+
+    summary: AgreementSummary | None
+    throughput: Throughput | None
+    devices: tuple[str, ...]
+    bands: tuple[RewardBand, ...]
+
+
+def recheck_summary(con: duckdb.DuckDBPyConnection) -> Recheck:
+    """The recheck's agreement, its throughput, the devices its two grades were taken on, and how far it moved
+    the reward by band of the primary reward."""
     rows = query_dicts(con, load_sql("contention.recheck"))
     if not rows:
-        return None, None, ()
+        return Recheck(None, None, (), ())
     first = [(r["attempt_id"], r["task_id"], grade_label(r["primary_status"], r["primary_reward"],
                                                         r["primary_sizes"])) for r in rows]
     second = [(r["attempt_id"], r["task_id"], grade_label(r["revalidation_status"], r["revalidation_reward"],
                                                          r["revalidation_sizes"])) for r in rows]
     summary = summarise(unit_verdicts(first, second))
     graded_on = tuple(sorted({d for r in rows for d in (r["primary_device"], r["revalidation_device"]) if d}))
+    bands = reward_bands([(r["primary_reward"], r["revalidation_reward"]) for r in rows
+                          if r["primary_status"] == r["revalidation_status"] == "correct"
+                          and None not in (r["primary_reward"], r["revalidation_reward"])])
     if not has_table(con, "revalidation_runs"):
-        return summary, None, graded_on
+        return Recheck(summary, None, graded_on, bands)
     t = query_dicts(con, load_sql("contention.recheck_throughput"))[0]
     devices = t["devices"] or []
     device = devices[0] if len(devices) == 1 else None  # mixed devices: no single price applies
     kinds = {"cpu" if d == "cpu" else "cuda" for d in devices}
     kind = kinds.pop() if len(kinds) == 1 else "mixed"  # GPU-hours only when every recheck ran on a GPU
     tp = throughput(int(t["revalidated"] or 0), t["wall_s"], 1, device, kind) if t["wall_s"] else None
-    return summary, tp, graded_on
+    return Recheck(summary, tp, graded_on, bands)
 
 
 def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -153,7 +206,7 @@ def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 def build_report(con: duckdb.DuckDBPyConnection) -> Report:
     """Report figures from the warehouse; no settings when the replay never ran."""
-    recheck, recheck_tp, recheck_devices = recheck_summary(con)
+    rc = recheck_summary(con)
     replayed = has_table(con, "contention_settings") and has_table(con, "contention_replay")
     settings = query_dicts(con, load_sql("contention.settings")) if replayed else []
     replay = query_dicts(con, load_sql("contention.replay")) if replayed else []
@@ -199,8 +252,8 @@ def build_report(con: duckdb.DuckDBPyConnection) -> Report:
                      "mig": pre.get("mig_mode"), "compute_mode": pre.get("compute_mode"),
                      "processes": len(pre.get("other_processes") or []) if pre.get("kind") == "cuda" else None,
                      "sm_clock_mhz": pre.get("sm_clock_mhz")})
-    return Report(TIE_BAND_LOG2, recheck, recheck_tp, recheck_devices, settings[0]["sample_rule"] if settings else None,
-                  tuple(figures), tuple(nvml))
+    return Report(TIE_BAND_LOG2, rc.summary, rc.throughput, rc.devices, rc.bands,
+                  settings[0]["sample_rule"] if settings else None, tuple(figures), tuple(nvml))
 
 
 def _rate(n: Any, d: Any) -> float | None:
@@ -231,7 +284,12 @@ def report_markdown(rep: Report, heading: str = "###") -> str:
             "Δlog2 median [p10, p90]": f"{_f(r.delta_log2_median)} [{_f(r.delta_log2_p10)}, {_f(r.delta_log2_p90)}]",
             "per wall-h": _f(tp.per_wall_hour if tp else None),
             "per USD": _f(tp.per_usd if tp else None, none="unknown")}], max_cell=60), "",
-            "Recheck label (rows, the reference) against the primary grade's (columns):", "", _matrix_md(r), ""]
+            "Recheck label (rows, the reference) against the primary grade's (columns):", "", _matrix_md(r), "",
+            "How far the recheck moved the reward (|Δlog2|; units correct in both, not both at the lower clip), by "
+            "the primary reward:", "",
+            markdown_table([{"primary reward": b.band, "units": b.units, "median": _f(b.abs_delta_median),
+                             "p90": _f(b.abs_delta_p90), "max": _f(b.abs_delta_max)} for b in rep.recheck_bands],
+                           max_cell=60), ""]
     if not rep.settings:
         return "\n".join(out + ["_no contention replay in the warehouse_"])
     out += [f"Sample: {rep.sample_rule}.", "", f"{heading}# Label agreement per setting", markdown_table([{
@@ -324,6 +382,7 @@ def status_figures(rep: Report) -> dict[str, Any]:
     return {
         "tie_band_log2": rep.tie_band_log2,
         "recheck": {"devices": list(rep.recheck_devices), **labels(rep.recheck),
+                    "by_reward_band": [asdict(b) for b in rep.recheck_bands],
                     "throughput": asdict(rep.recheck_throughput)
                     if rep.recheck_throughput else None} if rep.recheck else None,
         "contention": {"sample_rule": rep.sample_rule, "settings": [

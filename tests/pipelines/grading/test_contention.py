@@ -28,7 +28,7 @@ from pipelines.grading.agreement import (Agreement, GradeLabel, Label, compare, 
 from pipelines.grading.replay import (PRICE_TABLE, Flag, ReplayPlan, Setting, Verdict, check_reading,
                                       price_usd_per_hour, replay_attempt_id, replay_seed, run_setting, sample_pairs)
 from pipelines.reporting.revalidation_report import (revalidation_status, build_report, dataset_card_section,
-                                                     report_markdown, report_png, status_figures)
+                                                     report_markdown, report_png, reward_bands, status_figures)
 from pipelines.grading.cotenants import CoTenant, LoadDriver, Role
 from pipelines.grading.backend import GradingBackend
 from pipelines.reporting.status_sections import StatusContext
@@ -396,6 +396,11 @@ def test_report_figures_from_hand_built_tables(warehouse):
     assert rep.recheck.units == 6 and rep.recheck.agree == 2 and rep.recheck.false_fast == 2
     assert rep.recheck_throughput.per_wall_hour == pytest.approx(2 / 0.01)
     assert rep.recheck_devices == ("cpu",) and status_figures(rep)["recheck"]["devices"] == ["cpu"]
+    # by band of the primary reward: the three units correct in both all start at reward 1 (2x the expert)
+    slow, near, fast = rep.recheck_bands
+    assert (slow.units, near.units, fast.units) == (0, 0, 3) and slow.abs_delta_median is None
+    moved = sorted(abs(1.0 - reward_of(x)) for x in (2.1, 0.5, 2 ** 0.06))
+    assert fast.abs_delta_median == pytest.approx(moved[1]) and fast.abs_delta_max == pytest.approx(moved[2])
     md = report_markdown(rep)
     assert "independent recheck, graded on cpu" in md
     assert "CPU figures, not GPU figures" in md and "unknown" in md and "CPU device-hours" in md
@@ -434,6 +439,20 @@ def test_a_recheck_graded_on_a_gpu_is_labelled_with_it(warehouse):
     assert rep.recheck_devices == ("NVIDIA H200", "cpu")
     assert rep.recheck_throughput.device is None and rep.recheck_throughput.price_usd_per_hour is None
     assert rep.recheck_throughput.device_hour_unit == "device-hours (CPU and GPU mixed)"
+
+
+def test_reward_bands_split_by_the_primary_reward_and_leave_out_both_at_the_clip():
+    pairs = [(-6.0, -6.0),  # both at the lower clip: 0 by construction, left out
+             (-6.0, -5.0), (-3.0, -2.0), (-1.5, -1.2),  # over 2x slower than the expert
+             (-1.0, -0.9), (0.5, 0.5),  # within 2x (-1 belongs here)
+             (1.0, 2.0)]  # over 2x faster (1 belongs here)
+    slow, near, fast = reward_bands(pairs)
+    assert (slow.units, near.units, fast.units) == (3, 2, 1)
+    assert slow.abs_delta_median == pytest.approx(1.0) and slow.abs_delta_max == pytest.approx(1.0)
+    assert slow.abs_delta_p90 == pytest.approx(1.0)
+    assert near.abs_delta_median == pytest.approx(0.05) and near.abs_delta_max == pytest.approx(0.1)
+    assert (fast.abs_delta_median, fast.abs_delta_max) == (1.0, 1.0)
+    assert [b.units for b in reward_bands([])] == [0, 0, 0]
 
 
 def test_status_section_absent_until_there_is_something(tmp_path):
