@@ -169,9 +169,13 @@ class Recheck:
     """The recheck's figures in the report."""
 
     summary: AgreementSummary | None
+    """Primary grade vs recheck, per unit (None: no recheck in the warehouse)."""
     throughput: Throughput | None
+    """Revalidated per hour and dollar (None: no recheck run recorded its wall time)."""
     devices: tuple[str, ...]
+    """Where the primary grades and the rechecks were taken."""
     bands: tuple[RewardBand, ...]
+    """How far the recheck moved the reward, by band of the primary reward."""
 
 
 def recheck_summary(con: duckdb.DuckDBPyConnection) -> Recheck:
