@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import sys
 import time
 from pathlib import Path
@@ -26,7 +25,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grader.zygote import leave  # noqa: E402
-from pipelines.grading.client import GraderSpec  # noqa: E402
 from pipelines.grading.device_run import (ENV_FILE, GRADES_FILE, PASSES, SETTINGS_FILE, DeviceRun, Records,  # noqa: E402
                                           environment, hard_stop, read_jsonl)
 
@@ -75,13 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(phases) - set(PASSES)
     if unknown:
         ap.error(f"--phases: unknown {sorted(unknown)}; known: {', '.join(PASSES)}")
-    plan = json.loads((args.plan / "plan.json").read_text())
-    spec = GraderSpec(**{**plan["spec"], "workers": args.workers,
-                         "compile_cache": str((args.state / "compile_cache").absolute())})
     overrides = {k: v for k, v in (("pairs", args.pairs), ("graders", args.graders),
                                    ("settings", args.settings.split(",") if args.settings else None),
                                    ("max_primary_total_s", args.max_primary_total_s)) if v is not None}
-    run = DeviceRun(args.plan, records, spec, t0 + args.budget_s, overrides, phases)
+    run = DeviceRun(args.plan, records, args.workers, str((args.state / "compile_cache").absolute()),
+                    t0 + args.budget_s, overrides, phases)
     complete = run.run()
     text = summary(args.state)
     records.log(text)

@@ -46,11 +46,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         if getattr(args, flag, None) is not None:
             changes[field] = getattr(args, flag)
     if getattr(args, "device_records", None):
-        records = Path(args.device_records).resolve()
-        if not (records / "grades.jsonl").is_file():
-            raise FileNotFoundError(f"{records} holds no grades.jsonl: --device-records takes the folder a device run "
-                                    f"wrote (bench/gpu_label_survival.py --out)")
-        changes["device_records"] = str(records)
+        from pipelines.grading.device_run import records_folder
+
+        changes["device_records"] = str(records_folder(args.device_records))
     if getattr(args, "inputs", None):
         changes["inputs"] = tuple(str(Path(p).resolve()) for p in args.inputs)
     return dataclasses.replace(s, **changes)

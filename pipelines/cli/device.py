@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pipelines.cli.args import fail, settings_from_args
 
+
 def cmd_device_plan(args: argparse.Namespace) -> int:
     from grader.catalogue import load_catalogue
     from pipelines.core.rawattempt import RawAttempt, parse_lines

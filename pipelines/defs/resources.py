@@ -58,8 +58,8 @@ class PublishGate(dg.ConfigurableResource):
 
 def backend_from(settings: Settings, revalidation: bool = False) -> GradingBackend:
     """The grading resource of a pass: a local grader, or a device run's records when the settings name them."""
-    recorded = {"records": settings.device_records} if settings.device_records else None
-    kind, extra = (RecordedGrader, recorded) if recorded else (GradingBackend, {})
+    kind, extra = ((RecordedGrader, {"records": settings.device_records}) if settings.device_records
+                   else (GradingBackend, {}))
     return kind(mode=settings.revalidation_mode if revalidation else settings.grader_mode,
                 workers=settings.workers, timeout_s=settings.timeout_s,
                 profile=settings.profile, retries=settings.retries, task_files=list(settings.task_files),

@@ -51,6 +51,16 @@ NO_RECHECK = {Status.INFRA_ERROR.value, Status.UNSUPPORTED_ON_BACKEND.value}
 """Primary statuses the recheck skips (`grading.pending_revalidation` skips them alike)."""
 
 
+def records_folder(path: str | Path) -> Path:
+    """A device run's records folder (the one `bench/gpu_label_survival.py --out` wrote), or an error saying what
+    --device-records takes."""
+    folder = Path(path).resolve()
+    if not (folder / GRADES_FILE).is_file():
+        raise FileNotFoundError(f"{folder} holds no {GRADES_FILE}: --device-records takes the folder a device run "
+                                f"wrote (bench/gpu_label_survival.py --out)")
+    return folder
+
+
 def source_sha256(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
@@ -165,8 +175,10 @@ class DeviceRun:
 
     plan_dir: Path
     records: Records
-    spec: GraderSpec
-    """Grader settings (the plan's, with this machine's workers and compile cache)."""
+    workers: int
+    """Grader slots on this machine (the plan's other grader settings hold)."""
+    compile_cache: str
+    """This machine's folder of shared extension builds."""
     stop_at: float
     """time.monotonic() past which no new phase or replay setting starts (a pass already started runs on, until
     it ends or the hard stop); the run then ends and can be resumed."""
@@ -177,7 +189,9 @@ class DeviceRun:
     def __post_init__(self) -> None:
         self.plan, self.planned = read_plan(self.plan_dir)
         cards = tuple(str(self.plan_dir / c) for c in self.plan["cards"])
-        self.spec = dataclasses.replace(self.spec, task_files=cards)
+        # The plan's grader settings, with this machine's slots and build folder and the plan's own card files.
+        self.spec = GraderSpec(**{**self.plan["spec"], "workers": self.workers, "compile_cache": self.compile_cache,
+                                  "task_files": cards})
         self.done = {(r["pass"], r["result"]["attempt_id"]): r for r in read_jsonl(self.records.dirs[0] / GRADES_FILE)}
 
     def left(self) -> float:

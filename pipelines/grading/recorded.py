@@ -17,7 +17,8 @@ from typing import Any, Iterator, Sequence
 from grader.contract import GradeRequest
 from pipelines.grading.backend import GradingBackend
 from pipelines.grading.client import GradeOutcome, GradingIncomplete
-from pipelines.grading.device_run import GRADES_FILE, SETTINGS_FILE, outcome_of, read_jsonl, source_sha256
+from pipelines.grading.device_run import (GRADES_FILE, SETTINGS_FILE, outcome_of, read_jsonl, records_folder,
+                                          source_sha256)
 from pipelines.grading.replay import (ReplayGrade, ReplayPlan, Setting, SettingRun, replay_attempt_id,
                                       sample_pairs)
 
@@ -34,10 +35,7 @@ class RecordedGrader(GradingBackend):
 
     @functools.cached_property
     def _grades(self) -> dict[tuple[str, int], dict[str, Any]]:
-        folder = Path(self.records)
-        if not (folder / GRADES_FILE).exists():
-            raise FileNotFoundError(f"{folder}: no {GRADES_FILE}; --device-records takes the folder a device run "
-                                    f"wrote (bench/gpu_label_survival.py --out)")
+        folder = records_folder(self.records)
         return {(r["result"]["attempt_id"], int(r["seed"])): r for r in read_jsonl(folder / GRADES_FILE)
                 if r["pass"] != "replay"}
 

@@ -67,6 +67,17 @@ def test_recorded_grader_answers_each_request_from_its_record_and_refuses_what_d
         list(grader.grade([SPEC.request("a1", "t1", "src-a1", "pytorch", "run", 12)]))
 
 
+def test_a_folder_without_grades_is_refused_as_device_records_in_one_line(tmp_path):
+    """The CLI and the resource share one check: the folder must be what a device run's --out wrote."""
+    with pytest.raises(FileNotFoundError, match="--device-records takes the folder a device run wrote"):
+        _ = RecordedGrader(records=str(tmp_path))._grades
+    proc = subprocess.run([sys.executable, "-m", "pipelines.cli", "--state-dir", str(tmp_path / "state"), "release",
+                           "--device-records", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**project_env(tmp_path, ()), "PYTHONPATH": str(REPO_ROOT)})
+    assert proc.returncode == 2 and proc.stderr.count("\n") <= 1, proc.stderr
+    assert f"{tmp_path.resolve()} holds no grades.jsonl" in proc.stderr
+
+
 def test_a_recorded_replay_must_be_the_sample_this_warehouse_draws(tmp_path):
     plan = ReplayPlan.for_device(True, pairs=1, settings=["isolated"])
     candidates = [{"attempt_id": a, "primary_total_s": 1.0} for a in ("a1", "a2", "a3")]
