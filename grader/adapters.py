@@ -23,7 +23,7 @@ compiles them through torch's extension loader and returns a freshly written out
 """
 from __future__ import annotations
 
-import ast
+from grader.statics import literal
 
 DEFAULT_INIT_SEED = 0
 """Seed used for construction unless the grader bakes another one in (same for both sides)."""
@@ -81,7 +81,7 @@ def _literal(value: object) -> str:
     """Source text of a plain Python literal; anything else is refused (it would be code)."""
     text = repr(value)
     try:
-        same = ast.literal_eval(text) == value
+        same = literal(text) == value
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         same = False
     if not same:

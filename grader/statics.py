@@ -3,9 +3,26 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 from dataclasses import dataclass
 
 from grader.contract import Reason
+
+_AST_LOCK = threading.Lock()
+"""CPython 3.11 and 3.12 can fail building an AST while another thread builds one ("SystemError: AST
+constructor recursion depth mismatch", cpython#106905): the service's slot threads parse one at a time."""
+
+
+def parse(source: str) -> ast.Module:
+    """ast.parse, one thread at a time (`_AST_LOCK`)."""
+    with _AST_LOCK:
+        return ast.parse(source)
+
+
+def literal(text: str):
+    """ast.literal_eval, one thread at a time (`_AST_LOCK`)."""
+    with _AST_LOCK:
+        return ast.literal_eval(text)
 
 _REFERENCE_NAMES = {"Model", "Reference", "ReferenceModel"}
 
@@ -95,7 +112,7 @@ def static_findings(source: str, language: str = "") -> list[Finding]:
     found += _first(_INTROSPECTION, source, Reason.INTERPRETER, "reads {}, the hidden state of functions (the "
                                                                 "grader's are among them)")
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return found
     for node in ast.walk(tree):
@@ -161,7 +178,7 @@ def declared_triton_kernels(source: str) -> list[str]:
     """Names of the functions a candidate's source decorates with a Triton JIT (`@triton.jit`, `@jit`, or under
     `@triton.autotune`/`@triton.heuristics`): the kernels the device runs carry them. Empty: none found."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     names = set()
