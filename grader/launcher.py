@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader import sandbox, wire, zygote
+from grader import sandbox, timing, wire, zygote
 
 UID_BASE = 61000
 UID_COUNT = 1000
@@ -60,6 +60,8 @@ class WorkerConn:
     """What the worker's audit descriptor referred to at hello (the channel's socket)."""
     arena: wire.Arena | None = None
     """The buffer a reference worker writes its answers into (lent with its first load)."""
+    gate: wire.GateWord | None = None
+    """The word a timing worker's launch gate waits on (lent right after its hello, `Slot.spawn`)."""
 
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None
                 ) -> tuple[dict, bytes, float]:
@@ -71,6 +73,9 @@ class WorkerConn:
             wire.send_fd(self.sock, msg, fd)
         else:
             wire.send(self.sock, msg, payload)
+        if msg.get("gated") and self.gate is not None \
+                and not select.select([self.sock], [], [], timing.GATE_PATIENCE_S)[0]:
+            self.gate.open()  # the call waits for the device, perhaps holding the worker's GIL: open it here
         reply, payload = wire.recv(self.sock, wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0))
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 
@@ -264,7 +269,25 @@ class Slot:
         conn.baseline_threads = sandbox.thread_count(conn.pid)
         if isinstance(hello.get("audit_fd"), int):
             conn.audit_target = sandbox.fd_target(conn.pid, hello["audit_fd"])
+        if self.device.startswith("cuda") and role != "reference":  # the workers that time have a launch gate
+            try:
+                hello["gate"] = self._lend_gate(conn, timeout_s)
+            except (OSError, wire.WireError):
+                self._kill(conn, None)
+                raise
         return conn
+
+    @staticmethod
+    def _lend_gate(conn: WorkerConn, timeout_s: float) -> str:
+        """Lend a fresh worker its launch gate's word (before any candidate code runs there); the gate's state
+        as the worker's self-test found it ("on", or "off: why"). A gate that is off is not kept."""
+        conn.gate = wire.GateWord()
+        reply, _, _ = conn.request({"op": "gate"}, timeout_s, fd=conn.gate.fd)
+        state = str(reply.get("gate") or f"off: {reply.get('error') or 'no answer'}")[:300]
+        if state != "on":
+            conn.gate.close()
+            conn.gate = None
+        return state
 
     def expert(self, key: str, source: str, timeout_s: float) -> WorkerConn:
         """A worker that has loaded the expert `source` (trusted code), kept for later attempts of the
@@ -357,9 +380,10 @@ class Slot:
             pass
         for s in (conn.sock, conn.audit):
             s.close()
-        if conn.arena is not None:
-            conn.arena.close()
-            conn.arena = None
+        for lent in ("arena", "gate"):
+            if getattr(conn, lent) is not None:
+                getattr(conn, lent).close()
+                setattr(conn, lent, None)
         return how
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import os
 import queue
+import sys
 import tempfile
 import threading
 import traceback
@@ -17,6 +18,12 @@ from typing import Callable, Iterable, Iterator
 
 from grader.contract import GRADER_VERSION, GradeRequest, GradeResult, Reason, Status, reward
 from grader.devicelock import DeviceLock
+
+
+SWITCH_INTERVAL_S = 0.0005
+"""The interpreter's thread switch interval while a service runs (Python's default is 5 ms). The slot that
+times holds the device alone and sends one call at a time; after each reply its thread needs the GIL, which
+another slot's thread (a verdict, a /proc scan) would otherwise keep for up to 5 ms while the device idles."""
 
 
 def pick_device(device: str = "auto") -> str:
@@ -41,6 +48,8 @@ class GraderService:
         under the temp dir (the pipeline passes KERNELTRAJ_COMPILE_CACHE from its settings)."""
         self.device = pick_device(device)
         self.task_affinity = task_affinity
+        self._switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
         if self.device == "cpu":
             os.environ.setdefault("TRITON_INTERPRET", "1")  # experts run in this process too
         from grader import fingerprint
@@ -86,6 +95,7 @@ class GraderService:
         self.close()
 
     def close(self) -> None:
+        sys.setswitchinterval(self._switch_interval)
         for slot in self.slots:
             slot.close()
         if self.watch is not None:

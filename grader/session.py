@@ -6,7 +6,6 @@ fetched and compared here, and timed outputs are verified on a sample chosen aft
 """
 from __future__ import annotations
 
-import ast
 import contextlib
 import fcntl
 import math
@@ -24,7 +23,7 @@ from grader.contract import (GRADER_VERSION, GradeRequest, GradeResult, Reason, 
                              geomean, reward)
 from grader.inputs import derive_seed, make_inputs, resolve_specs
 from grader.launcher import Slot, WorkerConn
-from grader.statics import (declared_kernels, declared_triton_kernels, host_compute, library_kernels,
+from grader.statics import (declared_kernels, literal, declared_triton_kernels, host_compute, library_kernels,
                             ran_own_kernel, static_findings)
 from grader.taskcard import (DTYPE_BYTES, STRUCTURAL_OPS, TaskCard, bytes_floor, pytorch_allowed, resolve_shape,
                               size_key)
@@ -153,7 +152,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles)
-        sandbox_layers = conn.hello.get("sandbox", {})
+        sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"))
         g.own_kernels = (declared_kernels(req.source) if req.language == "cuda"
                          else declared_triton_kernels(req.source) if req.language == "triton" else [])
         phases["startup"] = time.perf_counter() - t
@@ -166,7 +165,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                 raise Floor(Status.UNSUPPORTED_ON_BACKEND, Reason.UNSUPPORTED,
                             f"task {card.task_id} is not a module-style task: its card has no constructor arguments "
                             "for a ModelNew candidate (entry point `run` expected)")
-            source, entry = kernelbench_candidate_source(source, ast.literal_eval(card.init_inputs)), "run"
+            source, entry = kernelbench_candidate_source(source, literal(card.init_inputs)), "run"
         # Only a worker that can neither read nor write the cache (its hello, sent before any
         # candidate code ran, says which layers it entered) is offered entries or heard about builds.
         use = (ext_cache is not None and build_env is not None
@@ -314,7 +313,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     worst = _check_size(g, sz)
     t = time.perf_counter()
     observed: list[dict] = []
-    cand_ms, exp_ms, timed, late_ms, watched = _time_size(g, sz, observed)
+    cand_ms, exp_ms, timed, late_ms, watched, loop = _time_size(g, sz, observed)
     g.phases["timing"] += time.perf_counter() - t
     _judge_observed(g, sz, observed)
     worst = max(worst, _verify_timed(g, sz, timed))
@@ -331,7 +330,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     return SizeResult(size_key=sz.label, hidden=hidden, cand_ms=c_med, expert_ms=e_med,
                       cand_ms_ci=median_ci(cand_ms), expert_ms_ci=median_ci(exp_ms), reps=len(cand_ms),
                       log2_speedup_ci=median_ci(logs), late_ms=late_ms, speedup=clip_speedup(measured),
-                      max_rel_err=worst, device_watch=watched), measured
+                      max_rel_err=worst, device_watch=watched, loop=loop), measured
 
 
 def _check_size(g: _Grade, sz: _Size) -> float:
@@ -367,12 +366,13 @@ def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list) -> list[dict]:
     return _watch(g, g.conn, False)
 
 
-def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, float, dict | None]:
+def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, float, dict | None, dict]:
     """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
     same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
     the pairs' log-ratios: drift in clocks or temperature moves both calls of a pair alike. Returns
     (candidate ms, expert ms, [(output index, seed)] of the candidate's calls, late ms, what the device
-    watch saw meanwhile); the observed calls' records are added to `observed`."""
+    watch saw meanwhile, where the loop's time went: `_loop_record`); the observed calls' records are added
+    to `observed`."""
     eff = g.effort
     max_reps = max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(sz.out_nbytes, 1)))
     # Observed (grader/observe.py): the check calls, the warm-up calls and one call drawn among the warm-up and timed
@@ -390,8 +390,9 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
     with _hold(g, "shared"):  # the expert's first call at a size may compile
         _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"))
     g.phases["expert"] += time.perf_counter() - t
-    cand_ms, exp_ms, logs, timed, gaps = [], [], [], [], ([], [])
+    cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
     with _hold(g, "exclusive"):
+        t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
         for w in range(eff.warmup_pairs):
             seed = derive_seed(g.seed, sz.key, "warmup", w)
@@ -407,11 +408,13 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
                 continue
             if r % 2:
                 c = _cand_call(g, sz, seed, keep_inputs=False, tag="timed")
-                e = _expert_call(g, expert, sz, seed)
+                e = _expert_call(g, expert, sz, seed, gated=True)
             else:
-                e = _expert_call(g, expert, sz, seed)
+                e = _expert_call(g, expert, sz, seed, gated=True)
                 c = _cand_call(g, sz, seed, keep_inputs=False, tag="timed")
             timed.append((c["idx"], seed))
+            replies[0].append(c)
+            replies[1].append(e)
             cand_ms.append(c["ms"])
             exp_ms.append(e["ms"])
             gaps[0].append(e.get("gap_ms", 0.0))
@@ -426,7 +429,29 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
         watched = None
         if mark is not None:  # still alone on the device: the pair is named, every other process reported
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
-    return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched
+        loop = _loop_record(time.perf_counter() - t_held, *replies)
+    return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched, loop
+
+
+def _loop_record(held_s: float, cand: list[dict], twin: list[dict]) -> dict:
+    """Where a size's timing loop spent the device's exclusive time: the seconds it held the device, and per
+    timed call (medians, ms) the parent's round trip, the worker's span of the call and the device interval,
+    for candidate and twin; how many calls the gate had to open early (grader.timing.StreamGate)."""
+    def med(rows: list[dict], key: str) -> float | None:
+        vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
+        return round(median(vals), 4) if vals else None
+
+    def parts(rows: list[dict]) -> list | None:
+        """Per part of the worker's span (`parts_ms` of a reply: park, inputs, timed call, check, rest), its
+        median over the calls."""
+        got = [r["parts_ms"] for r in rows if isinstance(r.get("parts_ms"), list) and len(r["parts_ms"]) == 5]
+        return [round(median([g[i] for g in got]), 4) for i in range(5)] if got else None
+
+    return {"held_s": round(held_s, 4), "pairs": len(cand),
+            **{f"{who}_{what}_ms": med(rows, key) for who, rows in (("cand", cand), ("twin", twin))
+               for what, key in (("round_trip", "parent_ms"), ("span", "span_ms"), ("device", "ms"))},
+            "cand_parts_ms": parts(cand), "twin_parts_ms": parts(twin),
+            "stalled": sum(bool(r.get("stalled")) for r in cand + twin)}
 
 
 def late_excess(cand_gaps: list[float], twin_gaps: list[float], tolerance_ms: float) -> float:
@@ -480,15 +505,18 @@ def _expert_worker(g: _Grade) -> WorkerConn:
     return g.expert
 
 
-def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False) -> dict:
-    """One call of the expert, exactly as a candidate's timed call is made; the worker's reply. Its output
-    is kept only when asked (`_expert_output`): the expert is trusted, and the candidate's kept outputs
-    already fill the budget."""
+def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False,
+                 gated: bool = False) -> dict:
+    """One call of the expert, exactly as a candidate's timed call is made (`gated` in the timing loop's
+    pairs); the worker's reply. Its output is kept only when asked (`_expert_output`): the expert is
+    trusted, and the candidate's kept outputs already fill the budget."""
     msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert")
+    msg["gated"] = gated
     msg["keep"] = keep
     t = time.monotonic()
     try:
-        reply, _, _ = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd)
+        reply, _, parent_ms = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd)
+        reply["parent_ms"] = parent_ms
         g.waited_s += time.monotonic() - t  # the twin's time is the grader's, not the attempt's
     except (OSError, wire.WireError) as e:
         g.slot.drop_expert(g.task.expert_key)
@@ -505,7 +533,7 @@ def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trac
               ) -> tuple[dict, int | None]:
     """A call's message, and the descriptor of its inputs when the task makes them itself."""
     msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": keep_inputs,
-           "tag": tag, "trace": trace}
+           "tag": tag, "trace": trace, "gated": tag == "timed"}
     if not sz.given:
         return msg, None
     given, fd = _task_inputs(g, sz, seed)

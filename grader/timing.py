@@ -3,13 +3,25 @@
 `DeviceClock` captures every timer it uses when it is built, so code loaded later cannot swap
 them. One timed call on CUDA:
 
-    flush L2 (queued) | start event | the call | end event | output copy | host: device-wide sync | done event
+    gate closed (queued) | flush L2 | start event | the call | end event | output copy | gate opened
+    | host: spin on end, device-wide sync | done event
 
-The flush is queued, not waited for, and it writes FLUSH_BYTES (about a third of a millisecond on an
-H200): the host's work of launching the call (Python, Triton's launcher, the worker's hooks, a busy
-CPU) overlaps it, so the device-side interval start..end is the kernels' own time. A flush that ends
-before the launch does leaves the device idle inside the interval: on an H200 with six grading
-workers a 256 MiB flush did, and timings of 30 us kernels read 90-130 us.
+The gate (`StreamGate`) holds the caller's stream until the host has queued the whole call, so
+the device runs flush, call and copy back to back: start..end is the kernels' own time, whatever
+the host's launches cost. Without it the interval held every launch gap the host left: a flush
+that ended before the launch did, or a multi-kernel call launched from a busy CPU (on an H200 with
+six grading workers timings of 30 us kernels read 90-130 us; in run 34 a third of the expert
+twin's timings under load were over 1.5x its fastest). Only timed calls are gated: a size's
+first calls load kernels, and a load may wait for the device.
+
+The gate is a word in a page the parent lends the worker (`wire.GateWord`), registered with the
+driver; the stream waits for it to read 1. A call that waits for the device itself (a synchronise
+or a copy to the host inside the candidate's code) would wait for the gate forever, and it may do
+so holding the worker's GIL, so no code of the worker can open the gate then. The parent can: it
+writes the word when a gated call has not answered within `GATE_PATIENCE_S`. That call is then
+timed as without a gate, with its launch gaps, and its reply says so (`stalled`). The gate never
+hides host work that reads the inputs: reading them waits for the device, which the gate holds
+until the parent opens it.
 
 Work hidden on a side stream or deferred past the end event still lands before `done`, which is
 recorded only after a device-wide synchronise. The host spins on the end event before that
@@ -21,16 +33,26 @@ moves with the host's load.
 """
 from __future__ import annotations
 
+import fcntl
 import math
+import mmap
+import os
 import time
 
 FLUSH_BYTES = 1 << 30
-"""L2 flush per timed call (over 20x the H200's L2), sized so its duration covers the launch."""
+"""L2 flush per timed call (over 20x the H200's L2). It runs behind the gate, before the start event."""
+
+GATE_PATIENCE_S = 0.02
+"""How long the parent lets a gated call run before it opens the gate itself (a call that synchronises pays it
+once per call). Long enough for the launches of a model of a few hundred ops: a call let through before it
+has launched everything is timed with its remaining launch gaps, and a size whose calls went both ways would
+time two ways."""
 
 
 class DeviceClock:
     def __init__(self, device: str, flush: bool = True):
-        """`flush`: allocate the L2 flush buffer (a worker that never times, a reference's, needs none)."""
+        """`flush`: allocate the L2 flush buffer (a worker that never times, a reference's, needs none); a
+        clock that flushes has a launch gate too, armed when the parent lends it its word (`StreamGate.arm`)."""
         import torch
 
         self.cuda = device.startswith("cuda")
@@ -47,6 +69,7 @@ class DeviceClock:
             self._flush_buf = torch.empty(FLUSH_BYTES if flush else 1, dtype=torch.int8, device=device)
             self._zero = torch._C.TensorBase.zero_
         self._l2 = PersistingL2() if self.cuda else None
+        self.gate = StreamGate(self._stream.cuda_stream) if self.cuda and flush else None
 
     def now_ns(self) -> int:
         return self._perf_ns()
@@ -59,10 +82,13 @@ class DeviceClock:
         since the last look (0 = none); undone."""
         return self._l2.take(stream) if self._l2 is not None else 0
 
-    def time_call(self, fn, args, flush: bool = True, snapshot=None,
-                  settle=None) -> tuple[object, object, float, float, float]:
+    def time_call(self, fn, args, flush: bool = True, snapshot=None, settle=None,
+                  gated: bool = False) -> tuple[object, object, float, float, float]:
         """Run fn(*args) once after an L2 flush; returns (its result, snapshot(result), device ms start..end,
         host ms, gap ms end..done across a device-wide synchronise).
+
+        `gated`: queue the call behind the gate, if it is armed; `self.gate.stalled` tells afterwards whether
+        the parent had to open it (the call waited for the device).
 
         `snapshot` is queued right after the end event, before the wait for it: its copy of the output
         is ordered behind every kernel of the call on the caller's stream, and work launched to fill the
@@ -81,13 +107,22 @@ class DeviceClock:
             self._l2.restore()  # no persisting carve-out survives into the next call (threat 14)
         start, end, done = self._events
         record, stream = self._record, self._stream
+        gate = self.gate if self.gate is not None and self.gate.ok else None
+        if gate is not None:
+            gate.stalled = False
+            if not (gated and gate.close()):
+                gate = None
         t0 = self._perf_ns()
-        if flush:
-            self._zero(self._flush_buf)  # queued: launching the call below overlaps it
-        record(start, stream)
-        out = fn(*args)
-        record(end, stream)
-        snap = snapshot(out) if snapshot else None
+        try:
+            if flush:
+                self._zero(self._flush_buf)
+            record(start, stream)
+            out = fn(*args)
+            record(end, stream)
+            snap = snapshot(out) if snapshot else None
+        finally:
+            if gate is not None:
+                gate.stalled = not gate.open()
         while not self._query(end):  # spin: a blocking wait sleeps longer the longer the kernel runs
             pass
         self._sync()  # every stream of the device
@@ -97,6 +132,120 @@ class DeviceClock:
         if settle is not None:  # after done: the thread's teardown is not the device's time
             settle(out)
         return out, snap, self._elapsed(start, end), host, self._elapsed(end, done)
+
+
+class StreamGate:
+    """Holds a stream at a point until the host opens it: the stream waits for a 32-bit word in page-locked
+    host memory to read 1 (`cuStreamWaitValue32`); a plain store of 1, by the worker or by its parent,
+    opens it, with no driver call and no lock. The page is the parent's (`wire.GateWord`), lent once
+    before any candidate code exists (`arm`); driver entry points are bound at construction. Until armed,
+    or when the self-test fails (`state` says why), calls are timed without a gate."""
+
+    GEQ = 0x0  # CU_STREAM_WAIT_VALUE_GEQ
+    DEVICEMAP = 0x02  # CU_MEMHOSTREGISTER_DEVICEMAP
+
+    def __init__(self, stream: int):
+        import ctypes
+
+        self._ct = ctypes
+        self.ok, self.state, self._closed, self.stalled = False, "off: no word lent", False, False
+        self._stream = ctypes.c_void_p(stream)
+        try:
+            lib = ctypes.CDLL("libcuda.so.1")
+            self._wait = getattr(lib, "cuStreamWaitValue32_v2", None) or lib.cuStreamWaitValue32
+            self._write = getattr(lib, "cuStreamWriteValue32_v2", None) or lib.cuStreamWriteValue32
+            for f in (self._wait, self._write):
+                f.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+                f.restype = ctypes.c_int
+            self._register = getattr(lib, "cuMemHostRegister_v2", None) or lib.cuMemHostRegister
+            self._device_ptr = getattr(lib, "cuMemHostGetDevicePointer_v2", None) or lib.cuMemHostGetDevicePointer
+            self._stream_create, self._stream_sync = lib.cuStreamCreate, lib.cuStreamSynchronize
+        except (OSError, AttributeError) as e:
+            self._wait = None
+            self.state = f"off: {type(e).__name__}: {e}"[:300]
+
+    def arm(self, fd: int) -> str:
+        """Map the parent's page (sealed against resizing), register it with the driver and prove the gate
+        holds and opens; closes fd. Returns the state ("on", or "off: why")."""
+        import torch
+
+        ct = self._ct
+        try:
+            if self._wait is None:
+                return self.state
+            if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & GATE_SEALS != GATE_SEALS:
+                raise OSError("the gate's page is not sealed against resizing")
+            self._mm = mmap.mmap(fd, mmap.PAGESIZE)
+            self._cell = ct.c_uint32.from_buffer(self._mm)
+            host = ct.addressof(self._cell)
+            if self._register(ct.c_void_p(host), ct.c_size_t(mmap.PAGESIZE), self.DEVICEMAP) != 0:
+                raise OSError("cuMemHostRegister refused the gate's page")
+            dptr = ct.c_uint64(0)
+            if self._device_ptr(ct.byref(dptr), ct.c_void_p(host), 0) != 0:
+                raise OSError("cuMemHostGetDevicePointer failed")
+            self._addr = dptr
+            opener = ct.c_void_p(0)
+            if self._stream_create(ct.byref(opener), 0x1) != 0:  # CU_STREAM_NON_BLOCKING: a last resort opener
+                raise OSError("cuStreamCreate failed")
+            self._opener = opener
+            self.state = self._self_test(torch)
+        except (OSError, ValueError, AttributeError, RuntimeError) as e:
+            self.state = f"off: {type(e).__name__}: {e}"[:300]
+        finally:
+            os.close(fd)
+        self.ok = self.state == "on"
+        return self.state
+
+    def _self_test(self, torch) -> str:
+        """Close the gate, queue an event behind it, see the event wait; open it with a store, see it done. A
+        store the device does not see is answered by a write from the device's side, so the stream is
+        never left held."""
+        after = torch.cuda.Event()
+        torch.cuda.synchronize()
+        if not self.close():
+            return "off: cuStreamWaitValue32 refused"
+        after.record()
+        time.sleep(0.002)
+        held = not after.query()
+        self.open()
+        if not _until(after.query, 0.5):
+            self._write(self._opener, self._addr, 1, 0)
+            self._stream_sync(self._opener)
+            if not _until(after.query, 0.5):
+                return "off: the stream stayed held at the gate"
+            return "off: the device did not see the host's store"
+        if not held:
+            return "off: the stream did not wait at the gate"
+        return "on"
+
+    def close(self) -> bool:
+        """Queue, on the stream, a wait for the word to read 1; False when the driver refused it."""
+        self._cell.value = 0
+        self._closed = self._wait(self._stream, self._addr, 1, self.GEQ) == 0
+        return self._closed
+
+    def open(self) -> bool:
+        """Let the stream run on; True when the gate was still closed (nobody else had opened it)."""
+        if not self._closed:
+            return False
+        self._closed = False
+        was = self._cell.value
+        self._cell.value = 1
+        return was == 0
+
+
+GATE_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+"""The seals of the gate's page (`wire.GateWord`): neither side can pull it out from under the other's mapping."""
+
+
+def _until(ready, seconds: float) -> bool:
+    """Poll `ready()` until it is true or `seconds` have passed."""
+    end = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.0002)
+    return True
 
 
 class PersistingL2:

@@ -214,6 +214,40 @@ def memfd_digest(fd: int, described: object) -> str:
     return h.hexdigest()
 
 
+# ---- a launch gate's word: one page lent to a timing worker, which its stream waits on ----
+
+class GateWord:
+    """Parent side of a timing worker's launch gate (grader.timing.StreamGate): one page, sealed against
+    resizing, lent to the worker before any candidate code runs. The worker's stream waits for its first
+    word to read 1. The worker opens the gate itself once a gated call has returned; this side opens it
+    (`open`) when the call has not answered in time: a call that waits for the device may hold the
+    worker's GIL, and with it every way the worker has to open it. The worker can write the page too; all
+    it could do is open its own gates early, which times its calls as if there were none."""
+
+    def __init__(self):
+        import mmap
+        import struct
+
+        self._pack = struct.Struct("<I").pack_into
+        self.fd = os.memfd_create("kerneltraj-gate", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        try:
+            os.ftruncate(self.fd, mmap.PAGESIZE)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _ARENA_SEALS)
+            self.mm = mmap.mmap(self.fd, mmap.PAGESIZE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def open(self) -> None:
+        self._pack(self.mm, 0, 1)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            self.mm.close()
+            os.close(self.fd)
+            self.fd = None
+
+
 # ---- an arena: one shared buffer lent to a task reference's worker for all of its answers ----
 
 ARENA_MAX = 1 << 30

@@ -358,7 +358,8 @@ class Worker:
         import random
 
         owners = [sys.modules[__name__], wire, inputs, timing, guard, boundary, time, os, json, random, random.Random,
-                  torch, torch.Tensor, torch.profiler, torch.profiler.profile, Worker, timing.DeviceClock, *hooked]
+                  torch, torch.Tensor, torch.profiler, torch.profiler.profile, Worker, timing.DeviceClock, timing.StreamGate,
+                  *hooked]
         if self.cuda:
             owners += [torch.cuda, torch.cuda.Event]
         # the benchmark helpers of the libraries loaded here: the grader calls none of them, but a candidate
@@ -375,7 +376,7 @@ class Worker:
         sock, send, recv, send_fd, recv_fd, close, fmt, kind_of = (self.sock, wire.send, wire.recv, wire.send_fd,
                                                                    wire.recv_fd, os.close, format_error, _error_kind)
         ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release,
-               "reference": self._reference, "inputs": self._task_inputs, "watch": self._watch}
+               "reference": self._reference, "inputs": self._task_inputs, "watch": self._watch, "gate": self._gate}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
         state = self._state
         while True:
@@ -393,6 +394,8 @@ class Worker:
                     return
                 if op == "call":
                     msg["_given_fd"] = fd_in
+                elif op == "gate":
+                    msg["_gate_fd"] = fd_in
                 else:
                     self._take_arena(fd_in)
             if op == "bye":
@@ -411,7 +414,10 @@ class Worker:
             if left is not None:
                 close(left)
             reply["tampered"] = check(rebase=op in REBASES, expected=REBASES.get(op, frozenset()))
-            reply["interpreter"] = reply.get("interpreter") or state()
+            # A call that ran to its end checked the interpreter after the candidate's work, and nothing of the
+            # candidate's has run since (its thread has ended): the check is not made twice (2 ms a call).
+            checked = reply.pop("_state_checked", False) is True
+            reply["interpreter"] = reply.get("interpreter") or ([] if checked else state())
             out_blob = reply.pop("_blob", b"")
             try:
                 if fd is not None:  # an fd frame carries no payload (fetch never builds anything)
@@ -421,6 +427,18 @@ class Worker:
                     send(sock, reply, out_blob)
             except OSError:
                 return
+
+    def _gate(self, msg: dict):
+        """Arm the clock's launch gate with the page the parent lends (grader.timing.StreamGate), once, before
+        any candidate code has run; its state."""
+        fd = msg.pop("_gate_fd", None)
+        if fd is None:
+            return {"ok": False, "error_kind": "protocol", "error": "no gate page lent"}, None
+        if self._guarded or self.clock.gate is None or self.clock.gate.ok:
+            os.close(fd)
+            return {"ok": True, "gate": "off: lent after candidate code ran" if self._guarded
+                    else "off: this worker does not time" if self.clock.gate is None else "on"}, None
+        return {"ok": True, "gate": self.clock.gate.arm(fd)}, None
 
     def _take_arena(self, fd: int) -> None:
         """Map the arena, once, before the reference is imported (its page-locking runs on a thread of
@@ -507,6 +525,7 @@ class Worker:
         # inputs take the old inputs' memory (as a timing loop that reuses buffers would: threat 13), the
         # poison below covers what the old output held.
         parked = self.runner.park()
+        t_parked = _now()
         try:
             inputs = (self._given(msg["given"], msg.pop("_given_fd", None)) if msg.get("given") is not None
                       else self._make_inputs(msg["specs"], msg["seed"], self.device))
@@ -514,6 +533,7 @@ class Worker:
             self._dest = self.torch.empty(nbytes, dtype=self._uint8, device=self.device) if nbytes > 0 else None
             self._poison(nbytes)
             self.clock.sync()  # inputs ready; the timed call flushes L2 itself
+            t_ready = _now()
         except BaseException:  # the worker's own preparation failed (out of memory): nothing was tampered with
             self._dest = None
             self.runner.release(parked)
@@ -525,12 +545,12 @@ class Worker:
         _foreign.clear()
         _storages.clear()
         caller_stream = _streams["caller"] = self._raw_stream() if self.cuda else None
-        work, dest, watch = (parked, self.fn, inputs), self._dest, self._watching
+        work, dest, watch, gated = (parked, self.fn, inputs), self._dest, self._watching, msg.get("gated") is True
         try:
             def timed():  # the call's window in the observation: the ops and kernels inside it are its own
                 with self._mark(_call_mark) if watch is not None else _unwatched:
                     return self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
-                                                settle=self.runner.settle)
+                                                settle=self.runner.settle, gated=gated)
 
             box, snap, ms, host_ms, gap_ms = (timed() if watch is None else
                                               watch.call(msg.get("tag", ""), bool(msg.get("trace")), timed))
@@ -538,7 +558,9 @@ class Worker:
             self.runner.bury(_streams.get("caller"))
             _streams["caller"] = None
             self._dest = None
+        t_timed = _now()
         changed = self._state() + ([box[2]] if box[2] else [])  # first: builtins are the candidate's until checked
+        t_checked = _now()
         self.runner.bury(box, inputs)
         if changed:  # nothing the candidate returned is looked at: its type's methods may be replaced
             return {"ok": True, "interpreter": changed, "idx": -1, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms,
@@ -564,7 +586,12 @@ class Worker:
             self.kept_inputs[idx] = [self._clone(t) for t in inputs if _type(t) is self._Tensor]
         return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms, "meta": meta, "launches": launched,
                 "own_output": own_output, "foreign_stream": sorted(_counts(_foreign)),
-                "l2_persisting_bytes": l2_persisting, "span_ms": (_now() - t_begin) / 1e6}, None
+                "l2_persisting_bytes": l2_persisting, "stalled": self.clock.gate is not None and self.clock.gate.stalled,
+                "span_ms": (_now() - t_begin) / 1e6, "_state_checked": True,
+                # where the worker's span went (ms): park a thread, draw inputs, the timed call (host), the
+                # interpreter check, the rest (launch counts, L2, the output's metadata)
+                "parts_ms": [(t_parked - t_begin) / 1e6, (t_ready - t_parked) / 1e6, (t_timed - t_ready) / 1e6,
+                             (t_checked - t_timed) / 1e6, (_now() - t_checked) / 1e6]}, None
 
     def _begin_session(self, device: bool, _worker_mark=observe.WORKER_MARK) -> None:
         """The mark that names this thread in a session, and in a device session the marker kernel that names

@@ -83,6 +83,41 @@ def test_a_parked_thread_that_gets_no_work_is_ended():
     assert thread_count(os.getpid()) == before
 
 
+def test_a_gated_call_that_does_not_answer_in_time_has_its_gate_opened_by_the_parent():
+    """The parent's side of the launch gate (grader.timing.StreamGate): a gated call still unanswered after
+    the patience finds its page opened; an ungated one, or one that answers at once, never does."""
+    import mmap
+    import socket
+    import threading
+    import time as _time
+
+    from grader import timing, wire
+    from grader.launcher import WorkerConn
+
+    ours, theirs = socket.socketpair()
+    conn = WorkerConn(sock=ours, audit=ours, pid=0, gate=wire.GateWord())
+    page = mmap.mmap(os.dup(conn.gate.fd), mmap.PAGESIZE)
+    seen = []
+
+    def worker(delay: float):
+        wire.recv(theirs, 0)
+        page[:4] = bytes(4)  # the worker closes its gate
+        _time.sleep(delay)
+        seen.append(int.from_bytes(page[:4], "little"))
+        wire.send(theirs, {"ok": True})
+
+    for msg, delay, want in (({"op": "call", "gated": True}, 5 * timing.GATE_PATIENCE_S, 1),
+                             ({"op": "call", "gated": False}, 5 * timing.GATE_PATIENCE_S, 0),
+                             ({"op": "call", "gated": True}, 0.0, 0)):
+        seen.clear()
+        t = threading.Thread(target=worker, args=(delay,))
+        t.start()
+        conn.request(msg, 5.0)
+        t.join()
+        assert seen == [want], (msg, seen)
+    conn.gate.close()
+
+
 def test_signal_handlers_cannot_be_set_from_candidate_code():
     from grader import boundary
 

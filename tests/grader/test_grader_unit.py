@@ -335,6 +335,67 @@ def test_device_lock_times_alone_and_a_waiting_timer_stops_new_checks():
     assert log == ["a+", "a-", "T+", "T-", "b+", "b-"], log
 
 
+def _armed_clock():
+    """A CUDA clock whose launch gate is armed with a page lent as the parent lends it; the page's owner."""
+    from grader import wire
+    from grader.timing import DeviceClock
+
+    clock, word = DeviceClock("cuda"), wire.GateWord()
+    assert clock.gate.arm(os.dup(word.fd)) == "on", clock.gate.state
+    return clock, word
+
+
+@pytest.mark.gpu
+def test_the_gate_times_the_kernels_not_the_hosts_launch_gaps():
+    """A call that sleeps on the host between two launches: without the gate the device idles inside the
+    interval for the whole sleep; behind it the two kernels run back to back."""
+    import time as _time
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    clock, _word = _armed_clock()
+    a = torch.randn(1 << 20, device="cuda")
+
+    def gappy():
+        b = a * 2
+        _time.sleep(0.003)
+        return b + 1
+
+    open_ms = sorted(clock.time_call(gappy, ())[2] for _ in range(5))[2]
+    gated_ms = sorted(clock.time_call(gappy, (), gated=True)[2] for _ in range(5))[2]
+    assert open_ms > 2.5, open_ms
+    assert gated_ms < 0.5, (gated_ms, open_ms)
+    assert not clock.gate.stalled
+
+
+@pytest.mark.gpu
+def test_a_call_that_waits_for_the_device_behind_the_gate_is_let_through_by_another_process():
+    """A copy to the host inside the call waits for the gate, perhaps holding the GIL: another process (the
+    parent, here a child standing in for it) opens the gate through the lent page; the call completes with
+    its output, and the clock says it stalled. The next call is gated again."""
+    import subprocess
+    import sys as _sys
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    clock, word = _armed_clock()
+    a = torch.randn(1 << 20, device="cuda")
+    opener = ("import mmap, struct, sys, time; m = mmap.mmap(int(sys.argv[1]), mmap.PAGESIZE); time.sleep(0.05); "
+              "struct.pack_into('<I', m, 0, 1)")
+
+    def reads_back():
+        b = a * 2
+        return b * (b.sum().item() != 0.5)
+
+    child = subprocess.Popen([_sys.executable, "-c", opener, str(word.fd)], pass_fds=[word.fd])
+    out = clock.time_call(reads_back, (), gated=True)[0]
+    child.wait(timeout=30)
+    assert torch.equal(out, a * 2)
+    assert clock.gate.stalled
+    clock.time_call(lambda: a * 3, (), gated=True)
+    assert not clock.gate.stalled
+
+
 @pytest.mark.gpu
 def test_work_left_on_a_side_stream_is_charged_to_the_call():
     """The end event on the caller's stream fires early; the device-wide done event does not."""
