@@ -30,23 +30,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.grade_corpus import adversarial_requests, expert_requests  # noqa: E402
+from bench.grade_corpus import adversarial_requests, demo_requests, expert_requests  # noqa: E402
 from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E402
 from grader.labels import point_label  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
-ROUNDS = ((("cheat", 1), ("escape", 1), ("honest", 1), ("own_inputs", 1), ("cuda_own", 1), ("cuda_l1", 1),
-           ("expert", 1)),
-          (("cheat", 2), ("cheat", 3), ("expert", 2), ("honest", 2)))
+ROUNDS = ((("expert", 1), ("expert", 2), ("cheat", 1), ("escape", 1), ("honest", 1), ("own_inputs", 1),
+           ("cuda_own", 1), ("cuda_l1", 1), ("demo", 1)),
+          (("cheat", 2), ("cheat", 3), ("honest", 2)))
 """(group, repeat) graded in each round: GPU-only cheats three times, the call-boundary escapes (planted
-on CPU, proven here on a CUDA build) once, experts and honest kernels twice. The cheats (floored within
-seconds) go first, so a run cut short still has their repeats."""
+on CPU, proven here on a CUDA build) once, experts and honest kernels twice. The experts' two grades come
+first, so a run cut short still has their self-reward and the repeat precision; then every group once;
+the cheats' and honest kernels' repeats last."""
 
 
-def plan(groups: set[str] | None = None, cuda_l1: int = 0) -> tuple[dict[str, list[tuple[GradeRequest, dict]]], list]:
-    """Requests by group, and the extra card files they need (the CUDA-L1 sample's tasks)."""
+def plan(groups: set[str] | None = None, cuda_l1: int = 0, demo: int = 0
+         ) -> tuple[dict[str, list[tuple[GradeRequest, dict]]], list]:
+    """Requests by group, and the extra card files they need (the CUDA-L1 sample's tasks). `demo`: that many
+    attempts of the demo corpus, spread over it (every kind of outcome, a hang included)."""
     items = collections.defaultdict(list)
     rows, cards = adversarial_requests(gpu_focus=True) + expert_requests(), []
+    if demo:
+        rows += every_kth(demo_requests(ROOT / "demo" / "attempts.jsonl"), demo)
     if cuda_l1:
         from bench.cuda_l1_sample import sample_requests
 
@@ -95,6 +100,14 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
             lines.append(f"  {aid}\t{got}" + ("" if got == meta[aid]["expect"] else
                                                 f"\tEXPECTED {meta[aid]['expect']}: {rs[0].reason[:160]}"))
     lines += corpus_lines(by_group.get("cuda_l1", {}), meta)
+    demo = by_group.get("demo", {})
+    if demo:  # the demo corpus says what each attempt was written to be; the grade says what it was
+        lines.append("== demo attempts: what each was written to be, and the status it got")
+        kinds = collections.defaultdict(collections.Counter)
+        for aid, rs in demo.items():
+            kinds[meta[aid]["intended"].split(":")[0]][rs[0].status.value] += 1
+        for kind, got in sorted(kinds.items()):
+            lines.append(f"  {kind}\t" + ", ".join(f"{k} {n}" for k, n in got.most_common()))
     experts = by_group.get("expert", {})
     lines.append("== experts graded against themselves (reward should be 0)")
     for aid, rs in sorted(experts.items()):
@@ -156,7 +169,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
             f"{k} {statistics.median(r.phase_seconds.get(k, 0.0) for r in timed):.2f}" for k in sorted(phases)))
     via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
     lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
-    for layer in ("own_root", "pid_ns", "ipc_ns"):  # the sandbox layers this host gave the candidates
+    for layer in ("launch_gate", "own_root", "pid_ns", "ipc_ns"):  # the sandbox layers this host gave the candidates
         seen = collections.Counter(str(r.sandbox.get(layer, "not recorded"))[:160] for r in all_results if r.sandbox)
         lines.append(f"  sandbox {layer}\t" + ", ".join(f"{k}: {n}" for k, n in seen.most_common()))
     sizes = [s for r in all_results for s in r.sizes if s.reps]
@@ -167,6 +180,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
                      f"{max(s.reps for s in sizes)}; interval half-width (log2) median {statistics.median(half):.4f}, "
                      f"p95 {pct(half, 0.95):.4f}; sizes charged for late work {len(late)}/{len(sizes)}"
                      + (f" (median {statistics.median(late) * 1e3:.1f} us)" if late else ""))
+        lines.extend(loop_lines(sizes))
         watched = [(s, (s.log2_speedup_ci[1] - s.log2_speedup_ci[0]) / 2) for s in sizes
                    if s.device_watch is not None and s.log2_speedup_ci]
         if watched:
@@ -197,6 +211,33 @@ def corpus_lines(graded: dict[str, list[GradeResult]], meta: dict[str, dict]) ->
         out.append(f"  {aid}\t{meta[aid].get('language')}\t{r.status.value}/{r.reason_code.value}\t{ours}\t"
                    f"{claimed if claimed is not None else '-'}\t"
                    f"{'' if r.status.value == 'correct' else r.reason[:220]}")
+    return out
+
+
+def loop_lines(sizes: list) -> list[str]:
+    """Where the timing loops spent the device's exclusive time (SizeResult.loop): seconds held per size and
+    in all, and per timed call the parent's round trip, the worker's span and the device interval (medians
+    over the sizes' medians, ms), for candidate and twin; calls whose launch gate opened early."""
+    loops = [s.loop for s in sizes if s.loop]
+    if not loops:
+        return []
+    held = [lp["held_s"] for lp in loops]
+    out = [f"  timing loops\t{len(loops)} sizes held the device {sum(held):.1f} s in all (per size median "
+           f"{statistics.median(held):.3f} s, p90 {pct(held, 0.9):.3f} s); gate opened early in "
+           f"{sum(lp.get('stalled', 0) for lp in loops)} calls",
+           "  per timed call (ms, median of the sizes' medians)\tround trip\tworker span\tdevice"]
+    for who in ("cand", "twin"):
+        cells = []
+        for what in ("round_trip", "span", "device"):
+            vals = [lp[f"{who}_{what}_ms"] for lp in loops if lp.get(f"{who}_{what}_ms") is not None]
+            cells.append(f"{statistics.median(vals):.3f}" if vals else "-")
+        out.append(f"  {'candidate' if who == 'cand' else 'twin'}\t" + "\t".join(cells))
+    out.append("  worker span by part (ms, median of the sizes' medians)\tpark\tinputs\ttimed call\tcheck\trest")
+    for who in ("cand", "twin"):
+        rows = [lp[f"{who}_parts_ms"] for lp in loops if lp.get(f"{who}_parts_ms")]
+        if rows:
+            out.append(f"  {'candidate' if who == 'cand' else 'twin'}\t"
+                       + "\t".join(f"{statistics.median(r[i] for r in rows):.3f}" for i in range(5)))
     return out
 
 
@@ -239,22 +280,28 @@ def main(argv: list[str] | None = None) -> int:
                     help="past this, the table is written from the grades so far and the run ends")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--groups", default=None,
-                    help="comma-separated subset of cheat,escape,honest,own_inputs,cuda_own,cuda_l1,expert")
+                    help="comma-separated subset of cheat,escape,honest,own_inputs,cuda_own,cuda_l1,demo,expert")
     ap.add_argument("--cuda-l1", type=int, default=0, help="also grade this many attempts of the prepared CUDA-L1 "
                     "sample (python bench/cuda_l1_sample.py --n N, where ../shared/data is; carry .gpu_carry)")
+    ap.add_argument("--demo", type=int, default=0, help="also grade this many attempts of the demo corpus")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
                     "without them: reference_arena, task_affinity, own_root")
+    ap.add_argument("--fresh-sample", type=int, default=0, help="first grade this many of round 1's attempts (every "
+                    "k-th, so each group is in it) one at a time in a fresh interpreter each, the KernelBench way: "
+                    "the baseline the throughput is compared with, on the same attempts in the same run")
+    ap.add_argument("--fresh-budget-s", type=float, default=150.0, help="the baseline starts no attempt after this")
     args = ap.parse_args(argv)
     from grader.service import GraderService
 
     args.out.mkdir(parents=True, exist_ok=True)
-    items, extra_cards = plan(set(args.groups.split(",")) if args.groups else None, args.cuda_l1)
+    items, extra_cards = plan(set(args.groups.split(",")) if args.groups else None, args.cuda_l1, args.demo)
     if args.limit:
         items = {k: v[:args.limit] for k, v in items.items()}
     meta = {req.attempt_id: m for rows in items.values() for req, m in rows}
-    t0 = time.perf_counter()
+    t_run = time.perf_counter()  # budgets and the hard stop count from here: the device call's own clock
     results: list[GradeResult] = []
+    clock = {"service_t0": t_run, "round1_s": None, "round1_n": 0, "baseline": None}
     live = open(args.out / "grades.jsonl", "w")
     log = open(args.out / "progress.log", "w")
 
@@ -264,7 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         log.flush()
 
     def finish(env: dict) -> None:
-        summary = summarise(results, meta, time.perf_counter() - t0, args.workers)
+        summary = summarise(results, meta, time.perf_counter() - clock["service_t0"], args.workers)
+        summary += "\n" + "\n".join(throughput_lines(clock, time.perf_counter() - clock["service_t0"], len(results),
+                                                     args.workers))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
                                               f"triton {env['triton']} python {env['python']}\n{summary}\n")
         say(summary)
@@ -274,34 +323,111 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"--without: unknown parts {sorted(unknown)}")
     switches = {part: part not in without for part in ("reference_arena", "task_affinity", "own_root")}
+    if args.fresh_sample:
+        clock["baseline"] = fresh_baseline(every_kth(round_requests(items, ROUNDS[0]), args.fresh_sample),
+                                           extra_cards, args.device, args.fresh_budget_s, args.out, say)
+    clock["service_t0"] = t0 = time.perf_counter()
     with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards, **switches) as svc:
         env = dict(environment(svc), switches=switches)
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}")
+        clock["graded_t0"] = time.perf_counter()
         for n, groups in enumerate(ROUNDS, 1):
-            if time.perf_counter() - t0 > args.budget_s:
+            if time.perf_counter() - t_run > args.budget_s:
                 say(f"# round {n} not started: {args.budget_s:.0f} s budget spent")
                 break
-            reqs = []
-            for g, rep in groups:  # within a group, neighbours share a task: slots reuse expert twins
-                reqs += sorted((GradeRequest(**{**req.__dict__, "seed": 1000 * rep + 17})
-                                for req, _ in items.get(g, [])), key=lambda r: r.task_id)
-            for r in svc.grade(reqs):
+            for r in svc.grade(round_requests(items, groups)):
                 results.append(r)
                 live.write(r.to_json() + "\n")
                 live.flush()
                 say(f"r{n} {time.perf_counter() - t0:6.1f}s {r.attempt_id}\t{r.status.value}\t{r.reason_code.value}"
                     f"\t{r.reward:+.3f}\t{r.phase_seconds.get('total', 0):.1f}s\t{r.reason[:90]}")
-                if time.perf_counter() - t0 > args.hard_stop_s:  # the table of what is done, then out at once
+                if n == 1:
+                    clock["round1_n"] += 1
+                if time.perf_counter() - t_run > args.hard_stop_s:  # the table of what is done, then out at once
                     say(f"# hard stop at {args.hard_stop_s:.0f} s in round {n}")
                     finish(env)
                     live.close()
                     os._exit(0)
+            if n == 1:
+                clock["round1_s"] = time.perf_counter() - clock["graded_t0"]
         finish(env)
     live.close()
     log.close()
     return 0
+
+
+def round_requests(items: dict, groups) -> list[GradeRequest]:
+    """The requests of one round, in the order they are graded: by group, within a group by task (neighbours
+    share a task, so slots reuse expert twins); each repeat draws its own seed."""
+    reqs = []
+    for g, rep in groups:
+        reqs += sorted((GradeRequest(**{**req.__dict__, "seed": 1000 * rep + 17}) for req, _ in items.get(g, [])),
+                       key=lambda r: r.task_id)
+    return reqs
+
+
+def every_kth(reqs: list, k: int) -> list:
+    """k requests spread evenly over the list (every group of a round is in it, in proportion)."""
+    if k >= len(reqs):
+        return list(reqs)
+    step = len(reqs) / k
+    return [reqs[int(i * step)] for i in range(k)]
+
+
+def fresh_baseline(reqs: list[GradeRequest], extra_cards: list, device: str, budget_s: float, out: Path,
+                   say) -> dict:
+    """The same protocol, one attempt at a time, each candidate in a fresh interpreter (import torch, init CUDA,
+    compile, check, time, exit): KernelBench's way of running a batch. Grades go to grades_fresh.jsonl."""
+    from grader.service import GraderService
+
+    t_boot = time.perf_counter()
+    done, statuses = 0, collections.Counter()
+    with open(out / "grades_fresh.jsonl", "w") as f, \
+            GraderService(mode="fresh", workers=1, device=device, catalogue_extra=extra_cards) as svc:
+        t0 = time.perf_counter()
+        boot = t0 - t_boot
+        for req in reqs:
+            if time.perf_counter() - t0 > budget_s:
+                break
+            r = svc.grade_one(req)
+            f.write(r.to_json() + "\n")
+            f.flush()
+            done += 1
+            statuses[r.status.value] += 1
+            say(f"fresh {time.perf_counter() - t0:6.1f}s {r.attempt_id}\t{r.status.value}\t{r.reward:+.3f}\t"
+                f"{r.phase_seconds.get('total', 0):.1f}s")
+        wall = time.perf_counter() - t0
+    return {"n": done, "of": len(reqs), "wall_s": wall, "boot_s": boot, "statuses": dict(statuses),
+            "ids": [r.attempt_id for r in reqs[:done]]}
+
+
+def throughput_lines(clock: dict, service_s: float, n: int, workers: int) -> list[str]:
+    """Attempts per GPU-hour: the service over round 1 (every attempt of the mix once, the experts twice), over
+    the whole run, and the fresh-interpreter baseline on its sample of round 1, with the ratio."""
+    out = ["== throughput (attempts per GPU-hour; the device's wall clock, the service's start-up left out)"]
+    graded_s = service_s - (clock.get("graded_t0", clock["service_t0"]) - clock["service_t0"])
+    rate = None
+    if clock["round1_s"]:
+        rate = 3600 * clock["round1_n"] / clock["round1_s"]
+        out.append(f"  service, round 1 ({workers} slots)\t{clock['round1_n']} in {clock['round1_s']:.0f} s: "
+                   f"{rate:.0f} per GPU-hour")
+    elif clock["round1_n"]:
+        rate = 3600 * clock["round1_n"] / graded_s
+        out.append(f"  service, round 1 cut off ({workers} slots)\t{clock['round1_n']} in {graded_s:.0f} s: "
+                   f"{rate:.0f} per GPU-hour")
+    if graded_s > 0:
+        out.append(f"  service, every round\t{n} in {graded_s:.0f} s: {3600 * n / graded_s:.0f} per GPU-hour")
+    base = clock.get("baseline")
+    if base and base["n"]:
+        b_rate = 3600 * base["n"] / base["wall_s"]
+        out.append(f"  fresh interpreter per attempt, 1 at a time\t{base['n']} of a sample of {base['of']} in "
+                   f"{base['wall_s']:.0f} s: {b_rate:.0f} per GPU-hour ({base['wall_s'] / base['n']:.2f} s each; "
+                   f"statuses {base['statuses']})")
+        if rate:
+            out.append(f"  ratio, service round 1 / fresh baseline\t{rate / b_rate:.1f}x")
+    return out
 
 if __name__ == "__main__":
     sys.exit(main())
