@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", type=int, default=0, help="also grade this many attempts of the demo corpus")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
-                    "without them: reference_arena, task_affinity, own_root")
+                    "without them: reference_arena, task_affinity, own_root, launch_gate")
     ap.add_argument("--fresh-sample", type=int, default=0, help="first grade this many of round 1's attempts (every "
                     "k-th, so each group is in it) one at a time in a fresh interpreter each, the KernelBench way: "
                     "the baseline the throughput is compared with, on the same attempts in the same run")
@@ -319,10 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         say(summary)
 
     without = {w for w in args.without.split(",") if w}
-    unknown = without - {"reference_arena", "task_affinity", "own_root"}
+    parts = ("reference_arena", "task_affinity", "own_root", "launch_gate")
+    unknown = without - set(parts)
     if unknown:
         ap.error(f"--without: unknown parts {sorted(unknown)}")
-    switches = {part: part not in without for part in ("reference_arena", "task_affinity", "own_root")}
+    switches = {part: part not in without for part in parts}
     if args.fresh_sample:
         clock["baseline"] = fresh_baseline(every_kth(round_requests(items, ROUNDS[0]), args.fresh_sample),
                                            extra_cards, args.device, args.fresh_budget_s, args.out, say)

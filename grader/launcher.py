@@ -167,7 +167,7 @@ class Slot:
 
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
-                 slots: int = 1, reference_arena: bool = True, own_root: bool = True):
+                 slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -192,6 +192,7 @@ class Slot:
         }
         if not own_root:
             self.config["own_root_off"] = "off: switched off for this service"
+        self.launch_gate = launch_gate
         self.reference_arena = reference_arena
         self.boot_timeout_s = boot_timeout_s
         self.zygote: subprocess.Popen | None = None
@@ -271,7 +272,8 @@ class Slot:
             conn.audit_target = sandbox.fd_target(conn.pid, hello["audit_fd"])
         if self.device.startswith("cuda") and role != "reference":  # the workers that time have a launch gate
             try:
-                hello["gate"] = self._lend_gate(conn, timeout_s)
+                hello["gate"] = (self._lend_gate(conn, timeout_s) if self.launch_gate
+                                 else "off: switched off for this service")
             except (OSError, wire.WireError):
                 self._kill(conn, None)
                 raise

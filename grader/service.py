@@ -41,8 +41,8 @@ class GraderService:
     def __init__(self, mode: str = "zygote", workers: int = 1, device: str = "auto",
                  catalogue_extra: list[str] | None = None, effort=None, hide_extra: list[str] | None = None,
                  address_space_mb: int | None = 16384, reference_arena: bool = True, task_affinity: bool = True,
-                 own_root: bool = True, compile_cache: str | None = None):
-        """`reference_arena`, `task_affinity`, `own_root`: switches for comparing the grader with and without
+                 own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True):
+        """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`: switches for comparing the grader with and without
         each (bench/gpu_acceptance.py --without); all on in production. `compile_cache`: the folder of extension
         builds shared across attempts of one program (grader.compile_cache), `off`, or None for a per-uid one
         under the temp dir (the pipeline passes KERNELTRAJ_COMPILE_CACHE from its settings)."""
@@ -77,7 +77,8 @@ class GraderService:
         cache_dirs = [str(self.ext_cache.root)] if self.ext_cache is not None else []
         hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + cache_dirs)
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
-                           defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root)
+                           defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
+                           launch_gate=launch_gate)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
