@@ -39,6 +39,8 @@ import mmap
 import os
 import time
 
+from grader import wire
+
 FLUSH_BYTES = 1 << 30
 """L2 flush per timed call (over 20x the H200's L2). It runs behind the gate, before the start event."""
 
@@ -173,7 +175,7 @@ class StreamGate:
         try:
             if self._wait is None:
                 return self.state
-            if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & GATE_SEALS != GATE_SEALS:
+            if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & wire.RESIZE_SEALS != wire.RESIZE_SEALS:
                 raise OSError("the gate's page is not sealed against resizing")
             self._mm = mmap.mmap(fd, mmap.PAGESIZE)
             self._cell = ct.c_uint32.from_buffer(self._mm)
@@ -232,10 +234,6 @@ class StreamGate:
         was = self._cell.value
         self._cell.value = 1
         return was == 0
-
-
-GATE_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
-"""The seals of the gate's page (`wire.GateWord`): neither side can pull it out from under the other's mapping."""
 
 
 def _until(ready, seconds: float) -> bool:

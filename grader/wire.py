@@ -25,6 +25,9 @@ reply carries a payload (the extension binaries it built); tensors come through 
 every other reply is a header alone. A claim over the cap is refused before anything is allocated."""
 SEALS = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 """The seals of a memfd that carries tensors: frozen, so nothing can change the bytes after they are sent."""
+RESIZE_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+"""The seals of a page both sides write (an arena, a launch gate's word): neither side can resize it, so
+neither can pull pages out from under the other's mapping."""
 
 
 class WireError(RuntimeError):
@@ -232,7 +235,7 @@ class GateWord:
         self.fd = os.memfd_create("kerneltraj-gate", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(self.fd, mmap.PAGESIZE)
-            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _ARENA_SEALS)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, RESIZE_SEALS)
             self.mm = mmap.mmap(self.fd, mmap.PAGESIZE)
         except BaseException:
             os.close(self.fd)
@@ -252,7 +255,6 @@ class GateWord:
 
 ARENA_MAX = 1 << 30
 """Largest arena the parent lends (bytes); a bigger answer goes through a memfd of its own."""
-_ARENA_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
 
 
 def _cudart_alone(call: str, *args) -> int:
@@ -312,7 +314,7 @@ class Arena(_Mapped):
         self.fd = os.memfd_create("kerneltraj-arena", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(self.fd, nbytes)
-            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _ARENA_SEALS)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, RESIZE_SEALS)
             super().__init__(self.fd, nbytes, pin, touch=True)
         except BaseException:
             os.close(self.fd)
@@ -333,7 +335,7 @@ class ArenaView(_Mapped):
 
     def __init__(self, fd: int, pin: bool):
         try:
-            if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & _ARENA_SEALS != _ARENA_SEALS:
+            if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & RESIZE_SEALS != RESIZE_SEALS:
                 raise WireError("arena is not sealed against resizing")
             super().__init__(fd, os.fstat(fd).st_size, pin, touch=False)  # the parent made the pages
         finally:
