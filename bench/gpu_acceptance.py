@@ -217,14 +217,14 @@ def corpus_lines(graded: dict[str, list[GradeResult]], meta: dict[str, dict]) ->
 def loop_lines(sizes: list) -> list[str]:
     """Where the timing loops spent the device's exclusive time (SizeResult.loop): seconds held per size and
     in all, and per timed call the parent's round trip, the worker's span and the device interval (medians
-    over the sizes' medians, ms), for candidate and twin; calls whose launch gate opened early."""
+    over the sizes' medians, ms), for candidate and twin; calls the parent let through the launch gate."""
     loops = [s.loop for s in sizes if s.loop]
     if not loops:
         return []
     held = [lp["held_s"] for lp in loops]
     out = [f"  timing loops\t{len(loops)} sizes held the device {sum(held):.1f} s in all (per size median "
-           f"{statistics.median(held):.3f} s, p90 {pct(held, 0.9):.3f} s); gate opened early in "
-           f"{sum(lp.get('stalled', 0) for lp in loops)} calls",
+           f"{statistics.median(held):.3f} s, p90 {pct(held, 0.9):.3f} s); calls the parent let through the "
+           f"launch gate (stalled): {sum(lp.get('stalled', 0) for lp in loops)}",
            "  per timed call (ms, median of the sizes' medians)\tround trip\tworker span\tdevice"]
     for who in ("cand", "twin"):
         cells = []

@@ -436,7 +436,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
 def _loop_record(held_s: float, cand: list[dict], twin: list[dict]) -> dict:
     """Where a size's timing loop spent the device's exclusive time: the seconds it held the device, and per
     timed call (medians, ms) the parent's round trip, the worker's span of the call and the device interval,
-    for candidate and twin; how many calls the gate had to open early (grader.timing.StreamGate)."""
+    for candidate and twin; how many calls the parent had to let through the launch gate (`stalled`)."""
     def med(rows: list[dict], key: str) -> float | None:
         vals = [r[key] for r in rows if isinstance(r.get(key), (int, float))]
         return round(median(vals), 4) if vals else None
