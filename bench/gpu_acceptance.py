@@ -3,11 +3,11 @@
     python3 bench/gpu_acceptance.py --out DIR [--workers 6] [--budget-s 300] [--hard-stop-s 440]
 
 Needs only what a bare GPU image has (torch, triton, nvidia-ml-py, the standard library): no
-Dagster, no install step. It grades, in rounds so that a run cut off early still covers every group:
+Dagster, no install step. It grades in rounds (`ROUNDS`): first the throughput mix (`--demo N` attempts of
+the demo corpus and `--cuda-l1 N`), then the verdicts, so that a run cut off early still covers every group:
 the GPU-only planted cheats (each must land at the floor in every repeat), the call-boundary escapes
-(once each), the honest Triton kernels
-(none may be floored) and every Triton expert graded as a candidate against itself (its reward should
-be 0). With `--cuda-l1 N` it also grades the first N attempts of the prepared CUDA-L1 sample
+(once each), the honest Triton kernels (none may be floored) and every Triton expert graded as a candidate
+against itself (its reward should be 0). `--cuda-l1 N` grades the first N attempts of the prepared CUDA-L1 sample
 (`bench/cuda_l1_sample.py`, carried in .gpu_carry): real model-written `ModelNew` modules, mostly CUDA
 through load_inline, with a table by level and status beside the speedups their authors claim.
 Each grade is appended to DIR/grades.jsonl the moment it arrives, and DIR/summary.txt holds the
@@ -24,6 +24,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,13 +36,15 @@ from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E40
 from grader.labels import point_label  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
-ROUNDS = ((("expert", 1), ("expert", 2), ("cheat", 1), ("escape", 1), ("honest", 1), ("own_inputs", 1),
-           ("cuda_own", 1), ("cuda_l1", 1), ("demo", 1)),
+ROUNDS = ((("demo", 1), ("cuda_l1", 1)),
+          (("expert", 1), ("expert", 2), ("cheat", 1), ("escape", 1), ("honest", 1), ("own_inputs", 1),
+           ("cuda_own", 1)),
           (("cheat", 2), ("cheat", 3), ("honest", 2)))
-"""(group, repeat) graded in each round: GPU-only cheats three times, the call-boundary escapes (planted
-on CPU, proven here on a CUDA build) once, experts and honest kernels twice. The experts' two grades come
-first, so a run cut short still has their self-reward and the repeat precision; then every group once;
-the cheats' and honest kernels' repeats last."""
+"""(group, repeat) graded in each round. Round 1 is the throughput mix of issue #16: demo and CUDA-L1 attempts,
+every kind of outcome, each once, measured as a round of its own (the fresh-interpreter baseline grades a
+sample of it). Then the verdicts: the experts' two grades (their self-reward and the repeat precision), the
+GPU-only cheats, the call-boundary escapes (planted on CPU, proven here on a CUDA build) and the honest
+kernels once; the cheats' and honest kernels' repeats last (GPU-only cheats three times in all)."""
 
 
 def plan(groups: set[str] | None = None, cuda_l1: int = 0, demo: int = 0
@@ -222,9 +225,12 @@ def loop_lines(sizes: list) -> list[str]:
     if not loops:
         return []
     held = [lp["held_s"] for lp in loops]
-    out = [f"  timing loops\t{len(loops)} sizes held the device {sum(held):.1f} s in all (per size median "
-           f"{statistics.median(held):.3f} s, p90 {pct(held, 0.9):.3f} s); calls the parent let through the "
-           f"launch gate (stalled): {sum(lp.get('stalled', 0) for lp in loops)}",
+    waits = [lp.get("window_wait_s", 0.0) for lp in loops]
+    out = [f"  timing loops\t{len(loops)} sizes, {sum(bool(lp.get('interleaved')) for lp in loops)} interleaved "
+           f"window by window; {sum(held):.1f} s of loops in all (per size median {statistics.median(held):.3f} s, "
+           f"p90 {pct(held, 0.9):.3f} s), of which waiting for other loops' windows {sum(waits):.1f} s (median "
+           f"{statistics.median(waits):.3f} s); calls the parent let through the launch gate (stalled): "
+           f"{sum(lp.get('stalled', 0) for lp in loops)}",
            "  per timed call (ms, median of the sizes' medians)\tround trip\tworker span\tdevice"]
     for who in ("cand", "twin"):
         cells = []
@@ -286,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", type=int, default=0, help="also grade this many attempts of the demo corpus")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
-                    "without them: reference_arena, task_affinity, own_root, launch_gate")
+                    "without them: reference_arena, task_affinity, own_root, launch_gate, interleave")
     ap.add_argument("--fresh-sample", type=int, default=0, help="first grade this many of round 1's attempts (every "
                     "k-th, so each group is in it) one at a time in a fresh interpreter each, the KernelBench way: "
                     "the baseline the throughput is compared with, on the same attempts in the same run")
@@ -310,16 +316,19 @@ def main(argv: list[str] | None = None) -> int:
         log.write(text + "\n")
         log.flush()
 
-    def finish(env: dict) -> None:
+    def finish(env: dict, lock: dict) -> None:
         summary = summarise(results, meta, time.perf_counter() - clock["service_t0"], args.workers)
         summary += "\n" + "\n".join(throughput_lines(clock, time.perf_counter() - clock["service_t0"], len(results),
                                                      args.workers))
+        summary += ("\n  the device lock's time (s)\t" + ", ".join(f"{k.removesuffix('_s')} {v:.1f}"
+                                                                   for k, v in lock.items() if k.endswith("_s"))
+                    + f"; {lock['windows']} windows")
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
                                               f"triton {env['triton']} python {env['python']}\n{summary}\n")
         say(summary)
 
     without = {w for w in args.without.split(",") if w}
-    parts = ("reference_arena", "task_affinity", "own_root", "launch_gate")
+    parts = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave")
     unknown = without - set(parts)
     if unknown:
         ap.error(f"--without: unknown parts {sorted(unknown)}")
@@ -328,7 +337,10 @@ def main(argv: list[str] | None = None) -> int:
         clock["baseline"] = fresh_baseline(every_kth(round_requests(items, ROUNDS[0]), args.fresh_sample),
                                            extra_cards, args.device, args.fresh_budget_s, args.out, say)
     clock["service_t0"] = t0 = time.perf_counter()
-    with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards, **switches) as svc:
+    # The service and the baseline each build extensions into an empty cache of their own: neither is served
+    # what the other compiled (within a round every attempt is another program anyway).
+    with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards,
+                       compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"), **switches) as svc:
         env = dict(environment(svc), switches=switches)
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
@@ -348,12 +360,12 @@ def main(argv: list[str] | None = None) -> int:
                     clock["round1_n"] += 1
                 if time.perf_counter() - t_run > args.hard_stop_s:  # the table of what is done, then out at once
                     say(f"# hard stop at {args.hard_stop_s:.0f} s in round {n}")
-                    finish(env)
+                    finish(env, svc.gpu_lock.stats())
                     live.close()
                     os._exit(0)
             if n == 1:
                 clock["round1_s"] = time.perf_counter() - clock["graded_t0"]
-        finish(env)
+        finish(env, svc.gpu_lock.stats())
     live.close()
     log.close()
     return 0
@@ -386,7 +398,8 @@ def fresh_baseline(reqs: list[GradeRequest], extra_cards: list, device: str, bud
     t_boot = time.perf_counter()
     done, statuses = 0, collections.Counter()
     with open(out / "grades_fresh.jsonl", "w") as f, \
-            GraderService(mode="fresh", workers=1, device=device, catalogue_extra=extra_cards) as svc:
+            GraderService(mode="fresh", workers=1, device=device, catalogue_extra=extra_cards,
+                          compile_cache=tempfile.mkdtemp(prefix="kerneltraj-fresh-ext-")) as svc:
         t0 = time.perf_counter()
         boot = t0 - t_boot
         for req in reqs:
@@ -405,8 +418,8 @@ def fresh_baseline(reqs: list[GradeRequest], extra_cards: list, device: str, bud
 
 
 def throughput_lines(clock: dict, service_s: float, n: int, workers: int) -> list[str]:
-    """Attempts per GPU-hour: the service over round 1 (every attempt of the mix once, the experts twice), over
-    the whole run, and the fresh-interpreter baseline on its sample of round 1, with the ratio."""
+    """Attempts per GPU-hour: the service over round 1 (the demo and CUDA-L1 mix, each attempt once), over the
+    whole run, and the fresh-interpreter baseline on its sample of round 1, with the ratio."""
     out = ["== throughput (attempts per GPU-hour; the device's wall clock, the service's start-up left out)"]
     graded_s = service_s - (clock.get("graded_t0", clock["service_t0"]) - clock["service_t0"])
     rate = None

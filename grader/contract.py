@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.10.0"
+GRADER_VERSION = "0.11.0"
 """Bumped whenever anything that can move a reward changes (protocol, tolerances, timing)."""
 
 REWARD_FLOOR = -24.0
@@ -140,10 +140,12 @@ class SizeResult:
     """What NVML saw during the timing loop (grader.devicewatch): SM clock at start and end, clock-event
     reasons, and every other process that used the device meanwhile, by role. None without NVML."""
     loop: dict | None = None
-    """Where the timing loop spent the device's exclusive time (`session._loop_record`): seconds held, pairs,
-    per-call medians (ms) of the parent's round trip, the worker's span (and its parts) and the device
-    interval, for the candidate and its twin, and how many calls the parent had to let through the launch
-    gate (`stalled`). None when not timed."""
+    """Where the timing loop spent its time (`session._loop_record`): seconds held, pairs, per-call medians (ms)
+    of the parent's round trip, the worker's span (and its parts) and the device interval, for the candidate
+    and its twin, and how many calls the parent had to let through the launch gate (`stalled`); how the loop
+    held the device (`held`: `loop` or `exclusive`, grader/devicelock.py), whether its calls interleaved with
+    other slots' loops window by window (`interleaved`), the seconds it waited for their windows
+    (`window_wait_s`) and held its own (`window_held_s`). None when not timed."""
 
 
 @dataclass

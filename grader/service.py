@@ -41,8 +41,10 @@ class GraderService:
     def __init__(self, mode: str = "zygote", workers: int = 1, device: str = "auto",
                  catalogue_extra: list[str] | None = None, effort=None, hide_extra: list[str] | None = None,
                  address_space_mb: int | None = 16384, reference_arena: bool = True, task_affinity: bool = True,
-                 own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True):
-        """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`: switches for comparing the grader with and without
+                 own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
+                 interleave: bool = True):
+        """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
+        slots at once, window by window: grader/devicelock.py): switches for comparing the grader with and without
         each (bench/gpu_acceptance.py --without); all on in production. `compile_cache`: the folder of extension
         builds shared across attempts of one program (grader.compile_cache), `off`, or None for a per-uid one
         under the temp dir (the pipeline passes KERNELTRAJ_COMPILE_CACHE from its settings)."""
@@ -82,7 +84,7 @@ class GraderService:
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
-        self.gpu_lock = DeviceLock()
+        self.gpu_lock = DeviceLock(interleave=interleave)
         from grader.devicewatch import DeviceWatch
 
         self.watch = DeviceWatch.local(cuda)

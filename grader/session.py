@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import math
 import os
 import random
@@ -254,6 +255,13 @@ class _Grade:
     expert: WorkerConn | None = None
     waited_s: float = 0.0
     """Seconds spent waiting for the device lock or the expert twin: added to the attempt's budget."""
+    window: object = None
+    """In a timing loop that interleaves with other slots' (grader/devicelock.py), what each device window of
+    the loop takes (`_window`); None when the loop holds the device alone, or outside a loop."""
+    window_wait_s: float = 0.0
+    """Seconds the current loop has waited for its windows (other slots' device work)."""
+    window_held_s: float = 0.0
+    """Seconds the current loop has held its windows: the device time it has used."""
     watch: object = None
     """grader.devicewatch.DeviceWatch of the device, or None (no GPU, no NVML)."""
     roles: Callable[[], dict[int, str]] = dict
@@ -337,6 +345,10 @@ def _check_size(g: _Grade, sz: _Size) -> float:
     """Fully verified calls; the worst error seen."""
     worst = 0.0
     t = time.perf_counter()
+    # The task's reference worker starts (seconds: CUDA, the task's imports) before any hold on the device, which
+    # every timing loop would otherwise wait out; a start that fails fails again, and is reported, in `_reference`.
+    with contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
+        _reference_worker(g)
     for i in range(g.effort.check_calls):
         seed = derive_seed(g.seed, sz.key, "check", i)
         t_call = time.perf_counter()
@@ -391,20 +403,27 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
         _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"))
     g.phases["expert"] += time.perf_counter() - t
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
-    with _hold(g, "exclusive"):
+    # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
+    # and a task's own inputs are made on the device by its reference worker between the calls.
+    kind = "loop" if g.cuda and not sz.given and g.conn.gate is not None and expert.gate is not None else "exclusive"
+    with _loop(g, kind) as whole:  # whole(): an ungated call of the loop is one window, message to reply
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
         for w in range(eff.warmup_pairs):
             seed = derive_seed(g.seed, sz.key, "warmup", w)
-            _expert_call(g, expert, sz, seed)
-            timed.append((_cand_call(g, sz, seed, keep_inputs=False, tag="warmup", trace=trace_at == w)["idx"], seed))
+            with whole():
+                _expert_call(g, expert, sz, seed)
+            with whole():
+                reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup", trace=trace_at == w)
+            timed.append((reply["idx"], seed))
         observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
         _watch(g, expert, False)
         t_size = time.monotonic()
         for r in range(max_reps):
             seed = derive_seed(g.seed, sz.key, "time", r)
             if trace_at == eff.warmup_pairs + r:  # the drawn call: observed and traced, never timed
-                observed.extend(_traced_call(g, sz, seed, timed))
+                with whole():
+                    observed.extend(_traced_call(g, sz, seed, timed))
                 continue
             if r % 2:
                 c = _cand_call(g, sz, seed, keep_inputs=False, tag="timed")
@@ -422,15 +441,32 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
             logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
             if len(logs) >= eff.min_reps:
                 lo, hi = median_ci(logs)
-                if (hi - lo) / 2 <= eff.target_log2_halfwidth or time.monotonic() - t_size > eff.size_budget_s:
+                if (hi - lo) / 2 <= eff.target_log2_halfwidth or _spent(g, t_size):
                     break
         if trace_at > eff.warmup_pairs + r:  # the draw fell past the loop's end
-            observed.extend(_traced_call(g, sz, derive_seed(g.seed, sz.key, "traced"), timed))
+            with whole():
+                observed.extend(_traced_call(g, sz, derive_seed(g.seed, sz.key, "traced"), timed))
         watched = None
-        if mark is not None:  # still alone on the device: the pair is named, every other process reported
+        if mark is not None:  # the pair is named, every other process reported (other loops' too, interleaved)
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
-        loop = _loop_record(time.perf_counter() - t_held, *replies)
+        loop = {**_loop_record(time.perf_counter() - t_held, *replies), "held": kind,
+                "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
+                "window_held_s": round(g.window_held_s, 4)}
     return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched, loop
+
+
+LOOP_WALL_BUDGETS = 3
+"""An interleaved loop's wall-clock cap, in size budgets: its device time is capped by `Effort.size_budget_s`, and
+its wall clock (other loops' host work beside its own) only against a loop that never ends."""
+
+
+def _spent(g: _Grade, t_size: float) -> bool:
+    """A size's timing budget is spent: the device time its windows held, for a loop interleaved with others'
+    (whose wall clock holds their work too); the wall clock since the timed pairs began, for a loop alone."""
+    wall = time.monotonic() - t_size
+    if g.window is None:
+        return wall > g.effort.size_budget_s
+    return g.window_held_s > g.effort.size_budget_s or wall > LOOP_WALL_BUDGETS * g.effort.size_budget_s
 
 
 def _loop_record(held_s: float, cand: list[dict], twin: list[dict]) -> dict:
@@ -454,6 +490,21 @@ def _loop_record(held_s: float, cand: list[dict], twin: list[dict]) -> dict:
             "stalled": sum(bool(r.get("stalled")) for r in cand + twin)}
 
 
+WINDOW_SLACK_MS = 0.05
+"""How far a call's device interval plus gap may exceed the parent's window around it (event resolution)."""
+
+
+def window_holds(reply: dict) -> bool:
+    """A gated call's device interval and its gap (start..end..done, the events behind the gate) lie inside the
+    parent's window from opening the gate to the worker's "done". A worker that says "done" while its work
+    still runs (a host callback of the candidate's, writing the frame) would free the device for another
+    slot's window too early; its own reply then shows more device time than the window held."""
+    window = reply.get("window_ms")
+    if not isinstance(window, (int, float)):
+        return True
+    return reply["ms"] + float(reply.get("gap_ms") or 0.0) <= window + WINDOW_SLACK_MS
+
+
 def late_excess(cand_gaps: list[float], twin_gaps: list[float], tolerance_ms: float) -> float:
     """Work still running after the call returned lengthens every one of the candidate's waits for
     the device-wide done event; the host's wake-up noise lengthens some waits of either worker. So
@@ -464,6 +515,34 @@ def late_excess(cand_gaps: list[float], twin_gaps: list[float], tolerance_ms: fl
         return 0.0
     excess = quantile(cand_gaps, 0.25) - quantile(twin_gaps, 0.75)
     return excess if excess > tolerance_ms else 0.0
+
+
+@contextlib.contextmanager
+def _loop(g: _Grade, kind: str):
+    """A timing loop's hold on the device (`loop` or `exclusive`); yields what an ungated call of the loop takes
+    around itself. Meanwhile `g.window` is what each gated call takes (None: the loop holds the device alone)."""
+    with _hold(g, kind):
+        g.window = functools.partial(_window, g) if kind == "loop" and g.gpu_lock.interleave else None
+        g.window_wait_s = g.window_held_s = 0.0
+        try:
+            yield g.window or contextlib.nullcontext
+        finally:
+            g.window = None
+
+
+@contextlib.contextmanager
+def _window(g: _Grade):
+    """One device window of an interleaved loop; the wait for it is the grader's time, not the attempt's, and
+    not the size's timing budget's (`window_wait_s`)."""
+    t = time.monotonic()
+    with g.gpu_lock.window():
+        t_in = time.monotonic()
+        g.waited_s += t_in - t
+        g.window_wait_s += t_in - t
+        try:
+            yield
+        finally:
+            g.window_held_s += time.monotonic() - t_in
 
 
 @contextlib.contextmanager
@@ -515,17 +594,17 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool
     msg["keep"] = keep
     t = time.monotonic()
     try:
-        reply, _, parent_ms = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd)
+        reply, _, parent_ms = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=g.window if gated else None)
         reply["parent_ms"] = parent_ms
         g.waited_s += time.monotonic() - t  # the twin's time is the grader's, not the attempt's
     except (OSError, wire.WireError) as e:
         g.slot.drop_expert(g.task.expert_key)
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker died: {e}") from None
     expert.drain_audit()
-    if not reply.get("ok"):
+    if not reply.get("ok") or not window_holds(reply):
         g.slot.drop_expert(g.task.expert_key)
-        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert failed at size {sz.label}: "
-                                                      f"{_tail(reply.get('error', ''))}")
+        why = _tail(reply.get("error", "")) if not reply.get("ok") else "it said the device was done before it was"
+        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert failed at size {sz.label}: {why}")
     return reply
 
 
@@ -582,7 +661,9 @@ def _given_tensors(g: _Grade, sz: _Size, seed: int) -> list:
 def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False) -> dict:
     card, slot = g.task.card, g.slot
     msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, tag=tag, trace=trace)
-    reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd)
+    # a traced call is a window whole (its session opens with a marker kernel): its gate opens inside that one
+    reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd,
+                                   window=g.window if msg["gated"] and not trace else None)
     _check_guards(g.conn, reply, slot)
     if not reply.get("ok"):
         if reply.get("error_kind") == "oom":
@@ -595,6 +676,11 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, tra
         raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED,
                     f"worker clock inconsistent: call {reply['ms']:.3f} ms, span {reply['span_ms']:.3f} ms, "
                     f"parent saw {parent_ms:.3f} ms")
+    if not window_holds(reply):
+        raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED,
+                    f"said the device was done before it was: call {reply['ms']:.3f} ms and gap "
+                    f"{reply.get('gap_ms', 0.0):.3f} ms on the device, {reply['window_ms']:.3f} ms from the gate's "
+                    "opening to its \"done\"")
     bad = check_output_meta(reply["meta"], sz.out_shape, card.output_dtype,
                             reply["meta"].get("device", "").split(":")[0] == slot.device.split(":")[0])
     if bad:
@@ -843,9 +929,9 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     return tensors[0], (tensors[1] if len(tensors) > 1 else None)
 
 
-def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None
+def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None, window=None
              ) -> tuple[dict, bytes, float]:
-    return conn.request(msg, remaining(), payload, fd)
+    return conn.request(msg, remaining(), payload, fd, window=window)
 
 
 def _offer(cache: compile_cache.CompileCache, source: str, env: compile_cache.BuildEnv) -> tuple[list, bytes]:

@@ -3,25 +3,28 @@
 `DeviceClock` captures every timer it uses when it is built, so code loaded later cannot swap
 them. One timed call on CUDA:
 
-    gate closed (queued) | flush L2 | start event | the call | end event | output copy | gate opened
-    | host: spin on end, device-wide sync | done event
+    gate closed (queued) | the inputs' draw | flush L2 | start event | the call | end event | output copy
+    | "queued" told to the parent | the parent opens the gate | host: spin on end, device-wide sync
+    | done event | "done" told to the parent
 
 The gate (`StreamGate`) holds the caller's stream until the host has queued the whole call, so
-the device runs flush, call and copy back to back: start..end is the kernels' own time, whatever
-the host's launches cost. Without it the interval held every launch gap the host left: a flush
-that ended before the launch did, or a multi-kernel call launched from a busy CPU (on an H200 with
-six grading workers timings of 30 us kernels read 90-130 us; in run 34 a third of the expert
-twin's timings under load were over 1.5x its fastest). Only timed calls are gated: a size's
-first calls load kernels, and a load may wait for the device.
+the device runs the draw, flush, call and copy back to back: start..end is the kernels' own time,
+whatever the host's launches cost. Without it the interval held every launch gap the host left: a
+flush that ended before the launch did, or a multi-kernel call launched from a busy CPU (on an H200
+with six grading workers timings of 30 us kernels read 90-130 us; in run 34 a third of the expert
+twin's timings under load were over 1.5x its fastest). Only timed calls are gated: a size's first
+calls load kernels, and a load may wait for the device.
 
 The gate is a word in a page the parent lends the worker (`wire.GateWord`), registered with the
-driver; the stream waits for it to read 1. A call that waits for the device itself (a synchronise
-or a copy to the host inside the candidate's code) would wait for the gate forever, and it may do
-so holding the worker's GIL, so no code of the worker can open the gate then. The parent can: it
-writes the word when a gated call has not answered within `GATE_PATIENCE_S`. That call is then
-timed as without a gate, with its launch gaps, and its reply says so (`stalled`). The gate never
-hides host work that reads the inputs: reading them waits for the device, which the gate holds
-until the parent opens it.
+driver; the stream waits for it to read 1. The parent writes it: when the worker has said the call
+is queued and the device is free for this call alone (grader.devicelock, `window`), which it takes
+back when the worker says "done". So the calls of several slots' timing loops interleave, one
+slot's host work (the interpreter check, the next call's launches) beside another's device window.
+A call that waits for the device itself (a synchronise or a copy to the host inside the candidate's
+code) would wait for the gate forever, perhaps holding the worker's GIL: the parent opens the gate
+when no "queued" has come within `GATE_PATIENCE_S`. That call is then timed as without a gate, with
+its launch gaps, and its reply says so (`stalled`). The gate never hides host work that reads the
+inputs: reading them waits for the device, which the gate holds until the parent opens it.
 
 Work hidden on a side stream or deferred past the end event still lands before `done`, which is
 recorded only after a device-wide synchronise. The host spins on the end event before that
@@ -41,8 +44,10 @@ import time
 
 from grader import wire
 
-FLUSH_BYTES = 1 << 30
-"""L2 flush per timed call (over 20x the H200's L2). It runs behind the gate, before the start event."""
+FLUSH_BYTES = 256 << 20
+"""L2 flush per timed call: five times the H200's 50 MB L2, as Triton's benchmark helper writes. It runs behind
+the gate, before the start event, inside the call's device window, which it was most of: grader 0.10.0's 1 GiB
+took about 0.3 ms of the device per call (from 0.11.0 the windows of several slots follow one another)."""
 
 GATE_PATIENCE_S = 0.02
 """How long the parent lets a gated call run before it opens the gate itself (a call that synchronises pays it
@@ -84,13 +89,16 @@ class DeviceClock:
         since the last look (0 = none); undone."""
         return self._l2.take(stream) if self._l2 is not None else 0
 
-    def time_call(self, fn, args, flush: bool = True, snapshot=None, settle=None,
-                  gated: bool = False) -> tuple[object, object, float, float, float]:
+    def time_call(self, fn, args, flush: bool = True, snapshot=None, settle=None, gated: bool = False,
+                  announce=None) -> tuple[object, object, float, float, float]:
         """Run fn(*args) once after an L2 flush; returns (its result, snapshot(result), device ms start..end,
         host ms, gap ms end..done across a device-wide synchronise).
 
-        `gated`: queue the call behind the gate, if it is armed; `self.gate.stalled` tells afterwards whether
-        the parent had to open it (the call waited for the device).
+        `gated`: queue the call behind the gate, if it is armed (or still closed since the caller closed it to
+        queue the inputs' draw behind it too). With `announce`, the worker's word to its parent, the parent
+        opens it: `announce("queued")` once the whole call is queued, `announce("done")` once the device is
+        done with it. Without, the clock opens the gate itself once the call is queued, and `self.gate.stalled`
+        tells whether someone had opened it first.
 
         `snapshot` is queued right after the end event, before the wait for it: its copy of the output
         is ordered behind every kernel of the call on the caller's stream, and work launched to fill the
@@ -110,9 +118,10 @@ class DeviceClock:
         start, end, done = self._events
         record, stream = self._record, self._stream
         gate = self.gate if self.gate is not None and self.gate.ok else None
+        told = gated and announce is not None and gate is not None  # the parent's side has this gate's word
         if gate is not None:
             gate.stalled = False
-            if not (gated and gate.close()):
+            if not (gated and (gate.closed or gate.close())):
                 gate = None
         t0 = self._perf_ns()
         try:
@@ -123,14 +132,22 @@ class DeviceClock:
             record(end, stream)
             snap = snapshot(out) if snapshot else None
         finally:
-            if gate is not None:
+            if told:  # the parent opens the gate once the device is this call's alone
+                announce("queued")
+            elif gate is not None:
                 gate.stalled = not gate.open()
+        if told and gate is not None:
+            gate.wait_open()  # other slots' windows first: yield the CPU to their host work meanwhile
         while not self._query(end):  # spin: a blocking wait sleeps longer the longer the kernel runs
             pass
         self._sync()  # every stream of the device
         record(done, stream)
         self._sync()
         host = (self._perf_ns() - t0) / 1e6
+        if gate is not None:
+            gate.closed = False  # the device has passed the wait, whoever opened it
+        if told:
+            announce("done")
         if settle is not None:  # after done: the thread's teardown is not the device's time
             settle(out)
         return out, snap, self._elapsed(start, end), host, self._elapsed(end, done)
@@ -150,7 +167,7 @@ class StreamGate:
         import ctypes
 
         self._ct = ctypes
-        self.ok, self.state, self._closed, self.stalled = False, "off: no word lent", False, False
+        self.ok, self.state, self.closed, self.stalled = False, "off: no word lent", False, False
         self._stream = ctypes.c_void_p(stream)
         try:
             lib = ctypes.CDLL("libcuda.so.1")
@@ -223,14 +240,20 @@ class StreamGate:
     def close(self) -> bool:
         """Queue, on the stream, a wait for the word to read 1; False when the driver refused it."""
         self._cell.value = 0
-        self._closed = self._wait(self._stream, self._addr, 1, self.GEQ) == 0
-        return self._closed
+        self.closed = self._wait(self._stream, self._addr, 1, self.GEQ) == 0
+        return self.closed
+
+    def wait_open(self, _yield=os.sched_yield) -> None:
+        """Until the word reads 1 (the parent has opened the gate), giving the CPU up between looks."""
+        cell = self._cell
+        while not cell.value:
+            _yield()
 
     def open(self) -> bool:
         """Let the stream run on; True when the gate was still closed (nobody else had opened it)."""
-        if not self._closed:
+        if not self.closed:
             return False
-        self._closed = False
+        self.closed = False
         was = self._cell.value
         self._cell.value = 1
         return was == 0

@@ -219,13 +219,18 @@ def memfd_digest(fd: int, described: object) -> str:
 
 # ---- a launch gate's word: one page lent to a timing worker, which its stream waits on ----
 
+GATE_FRAMES = {"queued": {"gate": "queued"}, "done": {"gate": "done"}}
+"""The frames a worker sends before the reply to a gated call: the whole call is queued behind its gate, then
+the device is done with it (grader.timing.DeviceClock.time_call)."""
+
+
 class GateWord:
     """Parent side of a timing worker's launch gate (grader.timing.StreamGate): one page, sealed against
     resizing, lent to the worker before any candidate code runs. The worker's stream waits for its first
-    word to read 1. The worker opens the gate itself once a gated call has returned; this side opens it
-    (`open`) when the call has not answered in time: a call that waits for the device may hold the
-    worker's GIL, and with it every way the worker has to open it. The worker can write the page too; all
-    it could do is open its own gates early, which times its calls as if there were none."""
+    word to read 1. This side opens it (`open`): once the worker says a gated call is queued and the device
+    is free for it, or when the call has not said so in time (a call that waits for the device may hold
+    the worker's GIL). The worker can write the page too; all it could do is open its own gates early,
+    which times its calls as if there were none, beside whatever else runs on the device."""
 
     def __init__(self):
         import mmap

@@ -334,6 +334,7 @@ class Worker:
         self.kept: list = []
         self.kept_inputs: dict[int, list] = {}
         self._dest = None  # the buffer the running call's output is copied into
+        self._announce = None  # tells the parent how a gated call stands (set by `serve`)
         self._watching = None  # the open observation of calls (`_watch`)
         self.fn = None
         self.scale_fn = None  # a task reference's error scale, loaded beside it (`load` with "as": "scale")
@@ -375,6 +376,12 @@ class Worker:
         # Everything the loop needs is a local from here on: patching names later reaches none of it.
         sock, send, recv, send_fd, recv_fd, close, fmt, kind_of = (self.sock, wire.send, wire.recv, wire.send_fd,
                                                                    wire.recv_fd, os.close, format_error, _error_kind)
+
+        def announce(stage: str, _send=send, _sock=sock, _frames=wire.GATE_FRAMES) -> None:
+            """How a gated call stands ("queued", "done"), told to the parent in a frame before the reply."""
+            _send(_sock, _frames[stage])
+
+        self._announce = announce
         ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release,
                "reference": self._reference, "inputs": self._task_inputs, "watch": self._watch, "gate": self._gate}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
@@ -526,15 +533,23 @@ class Worker:
         # poison below covers what the old output held.
         parked = self.runner.park()
         t_parked = _now()
+        gated, gate = msg.get("gated") is True, self.clock.gate
+        # A gated call's own draw goes behind the gate too: the device runs it inside the call's window, never
+        # beside another slot's (grader/devicelock.py). A task's own inputs come from the host, whose copy would
+        # wait for the gate: they are ready before it closes.
+        early = gated and gate is not None and gate.ok and msg.get("given") is None and gate.close()
         try:
             inputs = (self._given(msg["given"], msg.pop("_given_fd", None)) if msg.get("given") is not None
                       else self._make_inputs(msg["specs"], msg["seed"], self.device))
             nbytes = int(msg["out_nbytes"])
             self._dest = self.torch.empty(nbytes, dtype=self._uint8, device=self.device) if nbytes > 0 else None
             self._poison(nbytes)
-            self.clock.sync()  # inputs ready; the timed call flushes L2 itself
+            if not early:
+                self.clock.sync()  # inputs ready; the timed call flushes L2 itself
             t_ready = _now()
         except BaseException:  # the worker's own preparation failed (out of memory): nothing was tampered with
+            if early:
+                gate.open()  # no call follows: nothing is left held
             self._dest = None
             self.runner.release(parked)
             raise
@@ -545,12 +560,12 @@ class Worker:
         _foreign.clear()
         _storages.clear()
         caller_stream = _streams["caller"] = self._raw_stream() if self.cuda else None
-        work, dest, watch, gated = (parked, self.fn, inputs), self._dest, self._watching, msg.get("gated") is True
+        work, dest, watch, announce = (parked, self.fn, inputs), self._dest, self._watching, self._announce
         try:
             def timed():  # the call's window in the observation: the ops and kernels inside it are its own
                 with self._mark(_call_mark) if watch is not None else _unwatched:
                     return self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
-                                                settle=self.runner.settle, gated=gated)
+                                                settle=self.runner.settle, gated=gated, announce=announce)
 
             box, snap, ms, host_ms, gap_ms = (timed() if watch is None else
                                               watch.call(msg.get("tag", ""), bool(msg.get("trace")), timed))
@@ -586,7 +601,7 @@ class Worker:
             self.kept_inputs[idx] = [self._clone(t) for t in inputs if _type(t) is self._Tensor]
         return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms, "meta": meta, "launches": launched,
                 "own_output": own_output, "foreign_stream": sorted(_counts(_foreign)),
-                "l2_persisting_bytes": l2_persisting, "stalled": self.clock.gate is not None and self.clock.gate.stalled,
+                "l2_persisting_bytes": l2_persisting,
                 "span_ms": (_now() - t_begin) / 1e6, "_state_checked": True,
                 # where the worker's span went (ms): park a thread, draw inputs, the timed call (host), the
                 # interpreter check, the rest (launch counts, L2, the output's metadata)

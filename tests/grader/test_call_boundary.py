@@ -83,13 +83,19 @@ def test_a_parked_thread_that_gets_no_work_is_ended():
     assert thread_count(os.getpid()) == before
 
 
-def test_a_gated_call_that_does_not_answer_in_time_has_its_gate_opened_by_the_parent():
-    """The parent's side of the launch gate (grader.timing.StreamGate): a gated call still unanswered after
-    the patience finds its page opened; an ungated one, or one that answers at once, never does."""
+def test_the_parent_opens_a_gated_call_inside_its_window_and_a_silent_one_after_the_patience():
+    """The parent's side of the launch gate (grader.timing.StreamGate, WorkerConn._let_through), against a worker
+    speaking the protocol over a socket pair: the gate opens only after "queued", inside the device window,
+    which is held until "done"; a call silent past the patience (it waits for the device) is opened anyway and
+    said to have stalled; an ungated call's page is never touched; a call that fails before queuing is answered
+    as it is; frames out of turn are forged."""
+    import contextlib
     import mmap
     import socket
     import threading
     import time as _time
+
+    import pytest
 
     from grader import timing, wire
     from grader.launcher import WorkerConn
@@ -97,25 +103,69 @@ def test_a_gated_call_that_does_not_answer_in_time_has_its_gate_opened_by_the_pa
     ours, theirs = socket.socketpair()
     conn = WorkerConn(sock=ours, audit=ours, pid=0, gate=wire.GateWord())
     page = mmap.mmap(os.dup(conn.gate.fd), mmap.PAGESIZE)
-    seen = []
+    word = lambda: int.from_bytes(page[:4], "little")  # noqa: E731
+    seen, windows = [], []
 
-    def worker(delay: float):
+    @contextlib.contextmanager
+    def window():
+        windows.append("in")
+        yield
+        windows.append(("out", word()))
+
+    def worker(script: list):
         wire.recv(theirs, 0)
         page[:4] = bytes(4)  # the worker closes its gate
-        _time.sleep(delay)
-        seen.append(int.from_bytes(page[:4], "little"))
-        wire.send(theirs, {"ok": True})
+        for step in script:
+            if step == "sleep":
+                _time.sleep(5 * timing.GATE_PATIENCE_S)
+            elif step == "look":
+                seen.append((word(), list(windows)))
+            else:
+                wire.send(theirs, step)
 
-    for msg, delay, want in (({"op": "call", "gated": True}, 5 * timing.GATE_PATIENCE_S, 1),
-                             ({"op": "call", "gated": False}, 5 * timing.GATE_PATIENCE_S, 0),
-                             ({"op": "call", "gated": True}, 0.0, 0)):
+    queued, done, ok = wire.GATE_FRAMES["queued"], wire.GATE_FRAMES["done"], {"ok": True, "ms": 0.01}
+    cases = (  # (gated, the worker's script, what it sees at each look, stalled)
+        (True, ["look", queued, "sleep", "look", done, ok], [(0, []), (1, ["in"])], False),
+        (True, ["sleep", "look", queued, done, ok], [(1, ["in"])], True),
+        (False, ["sleep", "look", ok], [(0, [])], None),
+    )
+    for gated, script, looks, stalled in cases:
         seen.clear()
-        t = threading.Thread(target=worker, args=(delay,))
+        windows.clear()
+        t = threading.Thread(target=worker, args=(script,))
         t.start()
-        conn.request(msg, 5.0)
+        reply, _, parent_ms = conn.request({"op": "call", "gated": gated}, 5.0, window=window)
         t.join()
-        assert seen == [want], (msg, seen)
+        assert seen == looks, (gated, script, seen)
+        assert reply["ok"] and reply.get("stalled") == stalled, reply
+        if gated:
+            assert windows == ["in", ("out", 1)]
+            assert 0 < reply["window_ms"] <= parent_ms
+    t = threading.Thread(target=worker, args=([{"ok": False, "error": "out of memory"}],))
+    t.start()
+    reply, _, _ = conn.request({"op": "call", "gated": True}, 5.0, window=window)
+    t.join()
+    assert reply == {"ok": False, "error": "out of memory"} and word() == 1  # nothing left held
+    for forged in ([done], [queued, queued], [queued, done, done]):
+        t = threading.Thread(target=worker, args=(forged,))
+        t.start()
+        with pytest.raises(wire.FrameError):
+            conn.request({"op": "call", "gated": True}, 1.0, window=window)
+        t.join()
+        ours.settimeout(0.1)
+        with contextlib.suppress(OSError):  # what the forger sent past the refusal
+            while ours.recv(1 << 16):
+                pass
     conn.gate.close()
+
+
+def test_a_call_whose_device_time_overruns_the_parents_window_said_done_early():
+    from grader.session import WINDOW_SLACK_MS, window_holds
+
+    assert window_holds({"ms": 0.07, "gap_ms": 0.01, "window_ms": 0.5})
+    assert window_holds({"ms": 0.07, "gap_ms": 0.01})  # no window: an ungated call, or no gate
+    assert window_holds({"ms": 0.5, "gap_ms": 0.0, "window_ms": 0.5 - WINDOW_SLACK_MS / 2})
+    assert not window_holds({"ms": 0.3, "gap_ms": 0.3, "window_ms": 0.4})
 
 
 def test_signal_handlers_cannot_be_set_from_candidate_code():

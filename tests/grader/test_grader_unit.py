@@ -335,6 +335,66 @@ def test_device_lock_times_alone_and_a_waiting_timer_stops_new_checks():
     assert log == ["a+", "a-", "T+", "T-", "b+", "b-"], log
 
 
+def test_device_lock_lets_timing_loops_interleave_by_window_but_never_beside_check_work():
+    """Two loops hold the lock at once and take their windows one at a time; a check that asks while they run
+    waits for both, and a loop asking after that check waits for it (batches in the order asked). With
+    interleave off a loop is exclusive. `stats` splits the time among the states."""
+    import threading
+    import time as _time
+
+    from grader.devicelock import DeviceLock
+
+    lock, log, lk = DeviceLock(), [], threading.Lock()
+    in_window = []
+
+    def note(what):
+        with lk:
+            log.append(what)
+
+    def loop(name, started=None):
+        with lock.loop():
+            note(f"{name}+")
+            if started:
+                started.set()
+            for _ in range(5):
+                with lock.window():
+                    in_window.append(name)
+                    assert len(in_window) == 1, in_window  # no other window meanwhile
+                    _time.sleep(0.005)
+                    in_window.pop()
+                _time.sleep(0.005)
+            note(f"{name}-")
+
+    def checker(name):
+        with lock.shared():
+            note(f"{name}+")
+            _time.sleep(0.02)
+            note(f"{name}-")
+
+    first = threading.Event()
+    a = threading.Thread(target=loop, args=("A", first))
+    a.start()
+    first.wait()
+    b = threading.Thread(target=loop, args=("B",))
+    b.start()
+    _time.sleep(0.01)
+    c = threading.Thread(target=checker, args=("c",))
+    c.start()
+    _time.sleep(0.01)
+    d = threading.Thread(target=loop, args=("D",))
+    d.start()
+    for th in (a, b, c, d):
+        th.join(5)
+    assert log.index("B+") < log.index("A-")  # the two loops overlapped
+    assert log.index("c+") > max(log.index("A-"), log.index("B-"))  # the check waited for both
+    assert log.index("D+") > log.index("c-")  # the later loop waited for the check
+    stats = lock.stats()
+    assert stats["windows"] == 15 and stats["loop_s"] > 0.05 and stats["shared_s"] >= 0.015
+    solo = DeviceLock(interleave=False)
+    with solo.loop():
+        assert solo._held["exclusive"] == 1
+
+
 _ARMED: list = []
 
 
@@ -401,6 +461,46 @@ def test_a_call_that_waits_for_the_device_behind_the_gate_is_let_through_by_anot
     assert clock.gate.stalled
     clock.time_call(lambda: a * 3, (), gated=True)
     assert not clock.gate.stalled
+
+
+@pytest.mark.gpu
+def test_a_told_call_waits_behind_its_gate_until_the_parent_opens_it_and_its_device_time_fits_the_window():
+    """The protocol of an interleaved loop (grader/devicelock.py) on the device: the clock says "queued", the
+    device does nothing of the call until the parent opens the gate (here 30 ms later, from another thread
+    through the lent page), then the clock says "done"; the call's device interval and gap fit inside the
+    parent's window from opening to "done", and a draw queued behind the gate before the call is ready in it."""
+    import mmap
+    import struct
+    import threading
+    import time as _time
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    clock, word = _armed_clock()
+    page = mmap.mmap(os.dup(word.fd), mmap.PAGESIZE)
+    said, marks = [], {}
+
+    def announce(stage):
+        said.append(stage)
+        marks[stage] = _time.perf_counter()
+        if stage == "queued":
+            def parent():
+                _time.sleep(0.03)
+                marks["open"] = _time.perf_counter()
+                struct.pack_into("<I", page, 0, 1)
+            threading.Thread(target=parent).start()
+
+    for _ in range(3):
+        said.clear()
+        assert clock.gate.close()
+        a = torch.randn(1 << 22, device="cuda")  # queued behind the gate, as a worker's draw is
+        out, _, ms, host_ms, gap_ms = clock.time_call(lambda: a * 2, (), gated=True, announce=announce)
+        assert said == ["queued", "done"]
+        assert marks["done"] - marks["queued"] >= 0.03 and host_ms >= 30, (host_ms, marks)
+        window_ms = (marks["done"] - marks["open"]) * 1e3
+        assert 0 < ms + gap_ms <= window_ms + 0.05, (ms, gap_ms, window_ms)
+        assert torch.equal(out, a * 2)
+        assert not clock.gate.closed
 
 
 @pytest.mark.gpu
