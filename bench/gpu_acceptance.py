@@ -25,6 +25,7 @@ import platform
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -297,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                     "k-th, so each group is in it) one at a time in a fresh interpreter each, the KernelBench way: "
                     "the baseline the throughput is compared with, on the same attempts in the same run")
     ap.add_argument("--fresh-budget-s", type=float, default=150.0, help="the baseline starts no attempt after this")
+    ap.add_argument("--stall-s", type=float, default=0.0, help="when no grade has come for this long, write every "
+                    "thread's stack and the device lock's state to DIR/stall.txt, write the table and end (exit 3)")
     args = ap.parse_args(argv)
     from grader.service import GraderService
 
@@ -345,13 +348,16 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}")
-        clock["graded_t0"] = time.perf_counter()
+        clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
+        if args.stall_s:
+            threading.Thread(target=watchdog, args=(svc, clock, args, env, finish, say), daemon=True).start()
         for n, groups in enumerate(ROUNDS, 1):
             if time.perf_counter() - t_run > args.budget_s:
                 say(f"# round {n} not started: {args.budget_s:.0f} s budget spent")
                 break
             for r in svc.grade(round_requests(items, groups)):
                 results.append(r)
+                clock["last_grade"] = time.perf_counter()
                 live.write(r.to_json() + "\n")
                 live.flush()
                 say(f"r{n} {time.perf_counter() - t0:6.1f}s {r.attempt_id}\t{r.status.value}\t{r.reason_code.value}"
@@ -369,6 +375,25 @@ def main(argv: list[str] | None = None) -> int:
     live.close()
     log.close()
     return 0
+
+
+def watchdog(svc, clock: dict, args, env: dict, finish, say) -> None:
+    """A run whose grades stop coming is recorded, not waited out: every thread's stack (where the slots wait) and
+    the device lock's state go to DIR/stall.txt, the table is written, and the run ends with exit status 3."""
+    import faulthandler
+
+    while True:
+        time.sleep(5)
+        quiet = time.perf_counter() - clock["last_grade"]
+        if quiet < args.stall_s:
+            continue
+        with open(args.out / "stall.txt", "w") as f:
+            f.write(f"no grade for {quiet:.0f} s; device lock {json.dumps(svc.gpu_lock.state())}\n")
+            f.flush()
+            faulthandler.dump_traceback(file=f, all_threads=True)
+        say(f"# stalled: no grade for {quiet:.0f} s; stacks in stall.txt")
+        finish(env, svc.gpu_lock.stats())
+        os._exit(3)
 
 
 def round_requests(items: dict, groups) -> list[GradeRequest]:

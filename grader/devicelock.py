@@ -10,10 +10,12 @@ another kind, so neither starves):
 
 - `shared`: check work (check calls, references, fetches): any number at once.
 - `loop`: a slot's timing loop for one size. Any number of loops at once, never beside check work;
-  each device window of a loop (`window()`: a gated call from the parent's opening of its launch
-  gate to the worker's report that the device is done, or an ungated call of the loop whole) is
-  taken alone. So the loops of several slots interleave their calls: one slot's host work overlaps
-  another's device window, and no window overlaps any other device work of the grader.
+  each device window of a loop (`window()`: a gated call from its message to the worker's report
+  that the device is done, or an ungated call of the loop whole) is taken alone. So the loops of
+  several slots interleave their calls: one slot's host work (the interpreter check, the parent's
+  checks, the reply) overlaps another's window, no window overlaps any other device work of the
+  grader, and only the window's worker ever has its launch gate closed (H200 run 37: with every
+  waiting loop's gate closed at once, no timing loop finished).
 - `exclusive`: a timing loop that cannot split its device work into windows (the CPU, whose timing
   is the host's; a worker without a launch gate; inputs a task makes itself), and, with
   `interleave=False`, every loop: the device to itself for the whole size.
@@ -103,6 +105,12 @@ class DeviceLock:
             finally:
                 self._window_s += time.monotonic() - t
                 self._windows += 1
+
+    def state(self) -> dict:
+        """Who holds the lock now and who waits, for a stalled run's record."""
+        with self._cond:
+            return {"held": dict(self._held), "waiting": [t[0] for t in self._queue],
+                    "window_taken": self._window.locked()}
 
     def stats(self) -> dict:
         """Seconds the device spent in each state since the lock was made (idle: nobody held it), and the windows

@@ -67,54 +67,58 @@ class WorkerConn:
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None,
                 window=None) -> tuple[dict, bytes, float]:
         """Send one message (with an optional raw payload, or a descriptor to lend) and wait for its reply;
-        returns (reply, payload, parent_ms). A gated call's gate is opened here (`_let_through`), inside
-        `window()` when given (grader.devicelock: the device is this call's alone until the worker says
-        "done")."""
+        returns (reply, payload, parent_ms). A gated call is sent, queued, let through its gate and run to its
+        "done" inside `window()` when given (grader.devicelock: the device is this call's alone, and no other
+        worker's gate is closed meanwhile); its reply is read outside (`_let_through`)."""
         self.sock.settimeout(max(timeout_s, 0.001))
-        t0 = time.perf_counter_ns()
-        if fd is not None:
-            wire.send_fd(self.sock, msg, fd)
-        else:
-            wire.send(self.sock, msg, payload)
         cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
-        if msg.get("gated") and self.gate is not None:
-            reply, payload = self._let_through(window, cap)
+        gated = bool(msg.get("gated")) and self.gate is not None
+        ended = None
+        with window() if gated and window is not None else contextlib.nullcontext():
+            t0 = time.perf_counter_ns()
+            if fd is not None:
+                wire.send_fd(self.sock, msg, fd)
+            else:
+                wire.send(self.sock, msg, payload)
+            if gated:
+                ended, gate_record = self._let_through(cap)
+        if ended is not None:
+            reply, payload = ended
         else:
             reply, payload = wire.recv(self.sock, cap)
+            if gated:
+                if reply.get("gate") is not None:
+                    raise wire.FrameError(f"a second {reply['gate']!r} frame in one gated call")
+                reply.update(gate_record)
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 
-    def _let_through(self, window, cap: int) -> tuple[dict, bytes]:
-        """The parent's side of a gated call: wait for the worker's "queued" (at most `GATE_PATIENCE_S`: a call
-        that waits for the device says nothing until the gate opens), open the gate inside the window, wait for
-        "done", then the reply outside it. The reply gains `stalled` (the gate was opened before the call said
-        it was queued) and `window_ms` (the parent's clock from the opening to "done": the call's device interval
-        and its gap lie inside it)."""
+    def _let_through(self, cap: int) -> tuple[tuple[dict, bytes] | None, dict]:
+        """The parent's side of a gated call, once sent: wait for the worker's "queued" (at most `GATE_PATIENCE_S`:
+        a call that waits for the device says nothing until the gate opens), open the gate, wait for "done".
+        Returns (the reply, when the call ended without reaching "done": an error; else None) and what the reply
+        gains: `stalled` (the gate was opened before the call said it was queued) and `window_ms` (the parent's
+        clock from the opening to "done": the call's device interval and its gap lie inside it)."""
         frames = wire.GATE_FRAMES
-        first, blob = None, b""
+        first = None
         if select.select([self.sock], [], [], timing.GATE_PATIENCE_S)[0]:
             first, blob = wire.recv(self.sock, cap)
             if first.get("gate") is not None and first != frames["queued"]:
                 raise wire.FrameError(f"a {first['gate']!r} frame before the call was queued")
             if first != frames["queued"]:  # answered without queuing a call (it failed first): nothing to time
                 self.gate.open()
-                return first, blob
+                return (first, blob), {}
         stalled = first is None
-        with window() if window is not None else contextlib.nullcontext():
-            t_open = time.perf_counter_ns()
-            self.gate.open()
+        t_open = time.perf_counter_ns()
+        self.gate.open()
+        frame, blob = wire.recv(self.sock, cap)
+        if stalled and frame == frames["queued"]:  # the call is queued now the device let it finish launching
             frame, blob = wire.recv(self.sock, cap)
-            if stalled and frame == frames["queued"]:  # the call is queued now the device let it finish launching
-                frame, blob = wire.recv(self.sock, cap)
-            t_done = time.perf_counter_ns()
+        t_done = time.perf_counter_ns()
         if frame.get("gate") is not None and frame != frames["done"]:
             raise wire.FrameError(f"a {frame['gate']!r} frame out of turn in a gated call")
         if frame != frames["done"]:  # the call ended without reaching the device's end (an error): its reply
-            return {**frame, "stalled": stalled}, blob
-        reply, blob = wire.recv(self.sock, cap)
-        if reply.get("gate") is not None:
-            raise wire.FrameError(f"a second {reply['gate']!r} frame in one gated call")
-        reply["stalled"], reply["window_ms"] = stalled, (t_done - t_open) / 1e6
-        return reply, blob
+            return ({**frame, "stalled": stalled}, blob), {}
+        return None, {"stalled": stalled, "window_ms": (t_done - t_open) / 1e6}
 
     def drain_audit(self) -> list[str]:
         while True:

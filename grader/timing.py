@@ -16,10 +16,11 @@ twin's timings under load were over 1.5x its fastest). Only timed calls are gate
 calls load kernels, and a load may wait for the device.
 
 The gate is a word in a page the parent lends the worker (`wire.GateWord`), registered with the
-driver; the stream waits for it to read 1. The parent writes it: when the worker has said the call
-is queued and the device is free for this call alone (grader.devicelock, `window`), which it takes
-back when the worker says "done". So the calls of several slots' timing loops interleave, one
-slot's host work (the interpreter check, the next call's launches) beside another's device window.
+driver; the stream waits for it to read 1. The parent writes it once the worker has said the call is
+queued. It sends a gated call only when the device is free for that call alone (grader.devicelock,
+`window`), and takes the window back when the worker says "done". So the calls of several slots'
+timing loops interleave, one slot's host work (the interpreter check, the parent's checks) beside
+another's window, and no two workers ever have their gates closed at once.
 A call that waits for the device itself (a synchronise or a copy to the host inside the candidate's
 code) would wait for the gate forever, perhaps holding the worker's GIL: the parent opens the gate
 when no "queued" has come within `GATE_PATIENCE_S`. That call is then timed as without a gate, with

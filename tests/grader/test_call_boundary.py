@@ -85,10 +85,10 @@ def test_a_parked_thread_that_gets_no_work_is_ended():
 
 def test_the_parent_opens_a_gated_call_inside_its_window_and_a_silent_one_after_the_patience():
     """The parent's side of the launch gate (grader.timing.StreamGate, WorkerConn._let_through), against a worker
-    speaking the protocol over a socket pair: the gate opens only after "queued", inside the device window,
-    which is held until "done"; a call silent past the patience (it waits for the device) is opened anyway and
-    said to have stalled; an ungated call's page is never touched; a call that fails before queuing is answered
-    as it is; frames out of turn are forged."""
+    speaking the protocol over a socket pair: a gated call is sent inside its device window, which is held until
+    "done"; the gate opens only after "queued"; a call silent past the patience (it waits for the device) is
+    opened anyway and said to have stalled; an ungated call takes no window and its page is never touched; a
+    call that fails before queuing is answered as it is; frames out of turn are forged."""
     import contextlib
     import mmap
     import socket
@@ -125,7 +125,7 @@ def test_the_parent_opens_a_gated_call_inside_its_window_and_a_silent_one_after_
 
     queued, done, ok = wire.GATE_FRAMES["queued"], wire.GATE_FRAMES["done"], {"ok": True, "ms": 0.01}
     cases = (  # (gated, the worker's script, what it sees at each look, stalled)
-        (True, ["look", queued, "sleep", "look", done, ok], [(0, []), (1, ["in"])], False),
+        (True, ["look", queued, "sleep", "look", done, ok], [(0, ["in"]), (1, ["in"])], False),
         (True, ["sleep", "look", queued, done, ok], [(1, ["in"])], True),
         (False, ["sleep", "look", ok], [(0, [])], None),
     )
