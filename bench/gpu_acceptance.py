@@ -293,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", type=int, default=0, help="also grade this many attempts of the demo corpus")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
-                    "without them: reference_arena, task_affinity, own_root, launch_gate, interleave")
+                    "without them: reference_arena, task_affinity, own_root, launch_gate, interleave, "
+                    "draw_behind_gate, reference_first")
     ap.add_argument("--fresh-sample", type=int, default=0, help="first grade this many of round 1's attempts (every "
                     "k-th, so each group is in it) one at a time in a fresh interpreter each, the KernelBench way: "
                     "the baseline the throughput is compared with, on the same attempts in the same run")
@@ -331,7 +332,8 @@ def main(argv: list[str] | None = None) -> int:
         say(summary)
 
     without = {w for w in args.without.split(",") if w}
-    parts = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave")
+    parts = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_behind_gate",
+             "reference_first")
     unknown = without - set(parts)
     if unknown:
         ap.error(f"--without: unknown parts {sorted(unknown)}")
@@ -391,9 +393,45 @@ def watchdog(svc, clock: dict, args, env: dict, finish, say) -> None:
             f.write(f"no grade for {quiet:.0f} s; device lock {json.dumps(svc.gpu_lock.state())}\n")
             f.flush()
             faulthandler.dump_traceback(file=f, all_threads=True)
+            f.write("\n== processes (pid ppid uid state threads wchan; kernel stack where readable)\n"
+                    + process_table() + "\n== nvidia-smi\n" + _command(["nvidia-smi"]))
         say(f"# stalled: no grade for {quiet:.0f} s; stacks in stall.txt")
         finish(env, svc.gpu_lock.stats())
         os._exit(3)
+
+
+def process_table() -> str:
+    """Every user process: where each one waits (a stalled run's record)."""
+    rows = []
+    for pid in sorted((int(p) for p in os.listdir("/proc") if p.isdigit())):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace")[:140]
+            if not cmd:
+                continue
+            status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":" in line)
+            wchan = open(f"/proc/{pid}/wchan").read()
+            try:
+                stack = " < ".join(ln.split("]", 1)[-1].strip().split("+")[0] for ln in
+                                   open(f"/proc/{pid}/stack").read().splitlines()[:8])
+            except OSError:
+                stack = "-"
+            tasks = os.listdir(f"/proc/{pid}/task")
+            waits = collections.Counter(open(f"/proc/{pid}/task/{t}/wchan").read() or "-" for t in tasks)
+            rows.append(f"{pid} {status.get('PPid', '?').strip()} {status.get('Uid', '?').split()[0]} "
+                        f"{status.get('State', '?').strip()} {len(tasks)} {wchan or '-'} {dict(waits)} | {stack} "
+                        f"| {cmd}")
+        except (OSError, ValueError):
+            continue
+    return "\n".join(rows)
+
+
+def _command(argv: list[str]) -> str:
+    import subprocess
+
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=15).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"{argv[0]}: {e}"
 
 
 def round_requests(items: dict, groups) -> list[GradeRequest]:

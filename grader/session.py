@@ -55,6 +55,11 @@ class Effort:
     """Wall-clock cap on one size's timing loop."""
     kept_output_bytes: int = 4 << 30
     """Device memory the candidate's kept timed outputs may hold at once (bounds reps at huge sizes)."""
+    draw_behind_gate: bool = True
+    """A gated call's inputs are drawn behind its closed launch gate, inside its device window (grader 0.11.0);
+    off: drawn and synchronised before the gate closes, as in 0.10.0 (bench/gpu_acceptance.py --without)."""
+    reference_first: bool = True
+    """The task's reference worker starts before a size's check calls take the device lock; off: inside it."""
 
     @staticmethod
     def for_device(cuda: bool) -> "Effort":
@@ -347,8 +352,9 @@ def _check_size(g: _Grade, sz: _Size) -> float:
     t = time.perf_counter()
     # The task's reference worker starts (seconds: CUDA, the task's imports) before any hold on the device, which
     # every timing loop would otherwise wait out; a start that fails fails again, and is reported, in `_reference`.
-    with contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
-        _reference_worker(g)
+    if g.effort.reference_first:
+        with contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
+            _reference_worker(g)
     for i in range(g.effort.check_calls):
         seed = derive_seed(g.seed, sz.key, "check", i)
         t_call = time.perf_counter()
@@ -612,7 +618,7 @@ def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trac
               ) -> tuple[dict, int | None]:
     """A call's message, and the descriptor of its inputs when the task makes them itself."""
     msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": keep_inputs,
-           "tag": tag, "trace": trace, "gated": tag == "timed"}
+           "tag": tag, "trace": trace, "gated": tag == "timed", "behind": g.effort.draw_behind_gate}
     if not sz.given:
         return msg, None
     given, fd = _task_inputs(g, sz, seed)

@@ -537,7 +537,8 @@ class Worker:
         # A gated call's own draw goes behind the gate too: the device runs it inside the call's window, never
         # beside another slot's (grader/devicelock.py). A task's own inputs come from the host, whose copy would
         # wait for the gate: they are ready before it closes.
-        early = gated and gate is not None and gate.ok and msg.get("given") is None and gate.close()
+        early = (gated and msg.get("behind") is not False and gate is not None and gate.ok
+                 and msg.get("given") is None and gate.close())
         try:
             inputs = (self._given(msg["given"], msg.pop("_given_fd", None)) if msg.get("given") is not None
                       else self._make_inputs(msg["specs"], msg["seed"], self.device))
