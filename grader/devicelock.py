@@ -14,8 +14,7 @@ another kind, so neither starves):
   that the device is done, or an ungated call of the loop whole) is taken alone. So the loops of
   several slots interleave their calls: one slot's host work (the interpreter check, the parent's
   checks, the reply) overlaps another's window, no window overlaps any other device work of the
-  grader, and only the window's worker ever has its launch gate closed (H200 run 37: with every
-  waiting loop's gate closed at once, no timing loop finished).
+  grader, and only the window's worker ever has its launch gate closed.
 - `exclusive`: a timing loop that cannot split its device work into windows (the CPU, whose timing
   is the host's; a worker without a launch gate; inputs a task makes itself), and, with
   `interleave=False`, every loop: the device to itself for the whole size.
@@ -32,12 +31,21 @@ from contextlib import contextmanager
 KINDS = ("shared", "loop", "exclusive")
 
 
+class _Ticket:
+    """One waiter's place in the queue: equal only to itself (two waiters of one kind are two places)."""
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+
 class DeviceLock:
     def __init__(self, interleave: bool = True):
         self.interleave = interleave
         self._cond = threading.Condition()
         self._held = dict.fromkeys(KINDS, 0)
-        self._queue: deque[list] = deque()  # [kind] tickets, in the order they asked
+        self._queue: deque[_Ticket] = deque()  # in the order they asked
         self._window = threading.Lock()
         self._since = time.monotonic()
         self._state = "idle"
@@ -45,12 +53,12 @@ class DeviceLock:
         self._window_s = 0.0
         self._windows = 0
 
-    def _admissible(self, ticket: list) -> bool:
-        kind = ticket[0]
+    def _admissible(self, ticket: _Ticket) -> bool:
+        kind = ticket.kind
         for ahead in self._queue:  # every ticket ahead of this one is of its kind: one batch
             if ahead is ticket:
                 break
-            if ahead[0] != kind or kind == "exclusive":
+            if ahead.kind != kind or kind == "exclusive":
                 return False
         others = sum(n for k, n in self._held.items() if k != kind)
         return not others and not (kind == "exclusive" and self._held["exclusive"])
@@ -64,7 +72,7 @@ class DeviceLock:
 
     @contextmanager
     def _take(self, kind: str):
-        ticket = [kind]
+        ticket = _Ticket(kind)
         with self._cond:
             self._queue.append(ticket)
             try:
@@ -109,7 +117,7 @@ class DeviceLock:
     def state(self) -> dict:
         """Who holds the lock now and who waits, for a stalled run's record."""
         with self._cond:
-            return {"held": dict(self._held), "waiting": [t[0] for t in self._queue],
+            return {"held": dict(self._held), "waiting": [t.kind for t in self._queue],
                     "window_taken": self._window.locked()}
 
     def stats(self) -> dict:

@@ -395,6 +395,44 @@ def test_device_lock_lets_timing_loops_interleave_by_window_but_never_beside_che
         assert solo._held["exclusive"] == 1
 
 
+def test_device_lock_under_many_waiters_of_every_kind_admits_them_all_and_never_mixes_kinds():
+    """Twelve threads asking for every kind of hold at random, many waiting at once with the same kind: all get
+    through, and no hold ever overlaps one of another kind (two waiters of one kind are two places in the queue:
+    H200 runs 37 and 38 stalled when taking one waiter's place out removed another's, whose ghost then blocked
+    every other kind for good)."""
+    import random as _random
+    import threading
+    import time as _time
+
+    from grader.devicelock import KINDS, DeviceLock
+
+    lock, now, bad, done = DeviceLock(), dict.fromkeys(KINDS, 0), [], []
+    guard = threading.Lock()
+
+    def worker(seed):
+        rng = _random.Random(seed)
+        for _ in range(40):
+            kind = rng.choice(KINDS)
+            with getattr(lock, kind)():
+                with guard:
+                    now[kind] += 1
+                    if any(n for k, n in now.items() if k != kind) or (kind == "exclusive" and now[kind] > 1):
+                        bad.append(dict(now))
+                _time.sleep(rng.random() * 0.002)
+                with guard:
+                    now[kind] -= 1
+        done.append(seed)
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(done) == 12, (len(done), lock.state())
+    assert not bad, bad[:3]
+    assert lock.state() == {"held": dict.fromkeys(KINDS, 0), "waiting": [], "window_taken": False}
+
+
 _ARMED: list = []
 
 
