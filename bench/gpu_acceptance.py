@@ -232,6 +232,9 @@ def loop_lines(sizes: list) -> list[str]:
            f"p90 {pct(held, 0.9):.3f} s), of which waiting for other loops' windows {sum(waits):.1f} s (median "
            f"{statistics.median(waits):.3f} s); calls the parent let through the launch gate (stalled): "
            f"{sum(lp.get('stalled', 0) for lp in loops)}",
+           f"  gave way to check work\t{sum(lp.get('gave_way', 0) for lp in loops)} times, "
+           f"{sum(lp.get('gave_way_s', 0.0) for lp in loops):.1f} s waiting; sizes stopped below the clip: "
+           f"{sum(bool(lp.get('clip_stop')) for lp in loops)}",
            "  per timed call (ms, median of the sizes' medians)\tround trip\tworker span\tdevice"]
     for who in ("cand", "twin"):
         cells = []
@@ -326,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      args.workers))
         summary += ("\n  the device lock's time (s)\t" + ", ".join(f"{k.removesuffix('_s')} {v:.1f}"
                                                                    for k, v in lock.items() if k.endswith("_s"))
-                    + f"; {lock['windows']} windows")
+                    + f"; {lock['windows']} windows; loops gave way {lock.get('gave_way', 0)} times")
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
                                               f"triton {env['triton']} python {env['python']}\n{summary}\n")
         say(summary)

@@ -19,7 +19,10 @@ another kind, so neither starves):
   is the host's; a worker without a launch gate; inputs a task makes itself), and, with
   `interleave=False`, every loop: the device to itself for the whole size.
 
-`stats()` says how the device's time was split among them, for the acceptance run.
+A timing loop of many pairs gives way (`give_way`) every few pairs when others wait: it goes to the back of the
+queue, so a slow attempt's long loop never holds the other slots' check work off for its whole size (H200 run 39:
+that convoy made a grade's correctness phase wait 51 s). `stats()` says how the device's time was split among the
+holders, for the acceptance run.
 """
 from __future__ import annotations
 
@@ -52,6 +55,7 @@ class DeviceLock:
         self._seconds = dict.fromkeys(KINDS + ("idle",), 0.0)
         self._window_s = 0.0
         self._windows = 0
+        self._gave_way = 0
 
     def _admissible(self, ticket: _Ticket) -> bool:
         kind = ticket.kind
@@ -70,26 +74,49 @@ class DeviceLock:
         self._since = now
         self._state = next((k for k in KINDS if self._held[k]), "idle")
 
+    def _acquire(self, kind: str) -> None:
+        """Wait for a place of `kind` in the order asked, and take it (under the condition)."""
+        ticket = _Ticket(kind)
+        self._queue.append(ticket)
+        try:
+            while not self._admissible(ticket):
+                self._cond.wait()
+        finally:
+            self._queue.remove(ticket)
+        self._held[kind] += 1
+        self._account()
+        self._cond.notify_all()  # the rest of this batch may come in too
+
+    def _release(self, kind: str) -> None:
+        self._held[kind] -= 1
+        self._account()
+        self._cond.notify_all()
+
     @contextmanager
     def _take(self, kind: str):
-        ticket = _Ticket(kind)
         with self._cond:
-            self._queue.append(ticket)
-            try:
-                while not self._admissible(ticket):
-                    self._cond.wait()
-            finally:
-                self._queue.remove(ticket)
-            self._held[kind] += 1
-            self._account()
-            self._cond.notify_all()  # the rest of this batch may come in too
+            self._acquire(kind)
         try:
             yield
         finally:
             with self._cond:
-                self._held[kind] -= 1
-                self._account()
-                self._cond.notify_all()
+                self._release(kind)
+
+    def give_way(self, kind: str) -> float:
+        """For a holder of `kind` (as asked: `loop` is `exclusive` with interleave off) between two pieces of its
+        work: when anyone waits (a waiter always waits on a holder of another kind, or, for `exclusive`, on this
+        one), let the waiters ahead go first and take a place again behind them. Returns the seconds that took;
+        0.0 when nobody waited. A long timing loop thus never holds other slots' check work for its whole size."""
+        if kind == "loop" and not self.interleave:
+            kind = "exclusive"
+        with self._cond:
+            if not self._queue:
+                return 0.0
+            t = time.monotonic()
+            self._release(kind)
+            self._acquire(kind)
+            self._gave_way += 1
+            return time.monotonic() - t
 
     def shared(self):
         """Check calls and references: any number at once, never during timing."""
@@ -126,5 +153,5 @@ class DeviceLock:
         with self._cond:
             self._account()
             return {**{f"{k}_s": round(v, 3) for k, v in self._seconds.items()},
-                    "windows": self._windows, "window_s": round(self._window_s, 3)}
+                    "windows": self._windows, "window_s": round(self._window_s, 3), "gave_way": self._gave_way}
 

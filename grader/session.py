@@ -20,8 +20,8 @@ from typing import Callable
 
 from grader import compile_cache, guard, sandbox, wire
 from grader.compare import EXPERT_SLACK, Verdict, check_output_meta, compare, expert_slack
-from grader.contract import (GRADER_VERSION, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup,
-                             geomean, reward)
+from grader.contract import (GRADER_VERSION, SPEEDUP_CLIP, GradeRequest, GradeResult, Reason, SizeResult, Status,
+                             clip_speedup, geomean, reward)
 from grader.inputs import derive_seed, make_inputs, resolve_specs
 from grader.launcher import Slot, WorkerConn
 from grader.statics import (declared_kernels, literal, declared_triton_kernels, host_compute, library_kernels,
@@ -42,6 +42,12 @@ class Effort:
     switch between the two workers' device contexts settles before anything counts."""
     min_reps: int = 20
     max_reps: int = 150
+    clip_reps: int = 5
+    """Pairs after which a size stops timing when its whole interval lies below the clip (`beyond_clip`): its
+    clipped speedup is then known, and more pairs of a candidate hundreds of times slower than the expert would
+    only hold the device (H200 run 39: such loops held the other slots' check work off for seconds)."""
+    give_way_pairs: int = 4
+    """A timing loop gives way to waiting check work every this many pairs (`DeviceLock.give_way`); 0: never."""
     target_log2_halfwidth: float = 0.01
     """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
     most this far either side of its median."""
@@ -267,6 +273,9 @@ class _Grade:
     """Seconds the current loop has waited for its windows (other slots' device work)."""
     window_held_s: float = 0.0
     """Seconds the current loop has held its windows: the device time it has used."""
+    gave_way: int = 0
+    """Times the current loop gave way to waiting check work (`_give_way`), and the seconds that took."""
+    gave_way_s: float = 0.0
     watch: object = None
     """grader.devicewatch.DeviceWatch of the device, or None (no GPU, no NVML)."""
     roles: Callable[[], dict[int, str]] = dict
@@ -445,19 +454,20 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
-            if len(logs) >= eff.min_reps:
-                lo, hi = median_ci(logs)
-                if (hi - lo) / 2 <= eff.target_log2_halfwidth or _spent(g, t_size):
-                    break
+            if _enough(g, logs, t_size):
+                break
+            if eff.give_way_pairs and len(logs) % eff.give_way_pairs == 0:
+                _give_way(g, kind)
         if trace_at > eff.warmup_pairs + r:  # the draw fell past the loop's end
             with whole():
                 observed.extend(_traced_call(g, sz, derive_seed(g.seed, sz.key, "traced"), timed))
         watched = None
         if mark is not None:  # the pair is named, every other process reported (other loops' too, interleaved)
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
-        loop = {**_loop_record(time.perf_counter() - t_held, *replies), "held": kind,
+        loop = {**_loop_record(time.perf_counter() - t_held - g.gave_way_s, *replies), "held": kind,
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
-                "window_held_s": round(g.window_held_s, 4)}
+                "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
+                "gave_way_s": round(g.gave_way_s, 4), "clip_stop": eff.clip_reps <= len(logs) < eff.min_reps and beyond_clip(median_ci(logs))}
     return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched, loop
 
 
@@ -466,10 +476,44 @@ LOOP_WALL_BUDGETS = 3
 its wall clock (other loops' host work beside its own) only against a loop that never ends."""
 
 
+CLIP_MARGIN_LOG2 = 0.5
+"""How far below the clip's lower end a size's whole interval must lie for its timing to stop early."""
+
+
+def beyond_clip(ci: tuple[float, float]) -> bool:
+    """The whole ~95% interval of a size's log2(speedup) lies below the clip's lower end by the margin: the clipped
+    speedup is the clip's end whatever more pairs say (a late charge only lowers it further). Only the lower end:
+    a speedup above the clip stays timed in full, where a late charge could yet bring it under."""
+    return ci[1] < math.log2(SPEEDUP_CLIP[0]) - CLIP_MARGIN_LOG2
+
+
+def _enough(g: _Grade, logs: list[float], t_size: float) -> bool:
+    """A size's timed pairs are enough: its interval is as narrow as the target, or its budget is spent (after
+    `Effort.min_reps` pairs); or it lies below the clip (after `Effort.clip_reps`)."""
+    eff = g.effort
+    if len(logs) < min(eff.min_reps, eff.clip_reps):
+        return False
+    lo, hi = median_ci(logs)
+    if len(logs) >= eff.min_reps and ((hi - lo) / 2 <= eff.target_log2_halfwidth or _spent(g, t_size)):
+        return True
+    return len(logs) >= eff.clip_reps and beyond_clip((lo, hi))
+
+
+def _give_way(g: _Grade, kind: str) -> None:
+    """Between two pairs: let waiting check work go first (`DeviceLock.give_way`); the wait is the grader's time,
+    neither the attempt's nor the size's budget's."""
+    waited = g.gpu_lock.give_way(kind)
+    if waited:
+        g.gave_way += 1
+        g.gave_way_s += waited
+        g.waited_s += waited
+
+
 def _spent(g: _Grade, t_size: float) -> bool:
     """A size's timing budget is spent: the device time its windows held, for a loop interleaved with others'
-    (whose wall clock holds their work too); the wall clock since the timed pairs began, for a loop alone."""
-    wall = time.monotonic() - t_size
+    (whose wall clock holds their work too); the wall clock since the timed pairs began, for a loop alone. Waits
+    while the loop gave way to check work count to neither."""
+    wall = time.monotonic() - t_size - g.gave_way_s
     if g.window is None:
         return wall > g.effort.size_budget_s
     return g.window_held_s > g.effort.size_budget_s or wall > LOOP_WALL_BUDGETS * g.effort.size_budget_s
@@ -529,7 +573,8 @@ def _loop(g: _Grade, kind: str):
     around itself. Meanwhile `g.window` is what each gated call takes (None: the loop holds the device alone)."""
     with _hold(g, kind):
         g.window = functools.partial(_window, g) if kind == "loop" and g.gpu_lock.interleave else None
-        g.window_wait_s = g.window_held_s = 0.0
+        g.window_wait_s = g.window_held_s = g.gave_way_s = 0.0
+        g.gave_way = 0
         try:
             yield g.window or contextlib.nullcontext
         finally:

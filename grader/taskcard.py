@@ -165,7 +165,7 @@ OP_GROUPS: dict[str, frozenset[str]] = {
                        "argmax", "argmin", "norm", "linalg_vector_norm"),
     "indexing": _aten("cat", "stack", "hstack", "vstack", "gather", "index", "index_select", "take_along_dim",
                       "repeat", "repeat_interleave", "roll", "flip", "tril", "triu", "one_hot", "pad",
-                      "constant_pad_nd", "masked_select", "nonzero"),
+                      "constant_pad_nd", "masked_select", "nonzero", "index_put", "index_put_", "_index_put_impl_"),
     "matmul": _aten("mm", "bmm", "matmul", "addmm", "baddbmm", "einsum", "dot", "mv", "bmm_"),
 }
 """Op groups a card's `pytorch_ops` names: elementwise arithmetic, plain reductions, indexing and data

@@ -309,6 +309,12 @@ class Worker:
         # candidate may turn it back on; its outputs then answer to the fp32 tolerance.
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cuda.matmul.allow_tf32 = False
+        # cuDNN's attention keeps its built graphs per thread (ATen's MHAGraphCache is thread_local), and every
+        # call here runs on a thread of its own (grader/boundary.py): each call would build its graph again, 20-45
+        # ms of host work timed as the call (H200 run 39: every attention expert, so every attention candidate
+        # clipped at +3). scaled_dot_product_attention takes the flash or memory-efficient kernels instead, which
+        # keep no per-thread state. A candidate may turn it back on, and pays for the builds itself.
+        torch.backends.cuda.enable_cudnn_sdp(False)
         self._Tensor = torch.Tensor
         # C methods, bound now: a replaced Tensor.clone or Tensor.copy_ is never what the worker calls.
         base = torch._C.TensorBase

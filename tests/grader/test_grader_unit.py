@@ -433,6 +433,72 @@ def test_device_lock_under_many_waiters_of_every_kind_admits_them_all_and_never_
     assert lock.state() == {"held": dict.fromkeys(KINDS, 0), "waiting": [], "window_taken": False}
 
 
+def test_a_long_timing_loop_gives_way_to_waiting_check_work_and_takes_its_place_again_behind_it():
+    """A loop that asks to give way every few pairs: nobody waiting, it keeps the lock (0.0); a check that asks
+    meanwhile gets in before the loop ends, alone, and the loop goes on after it (H200 run 39: loops of slow
+    attempts held every slot's check work off for their whole size)."""
+    import threading
+    import time as _time
+
+    from grader.devicelock import DeviceLock
+
+    for interleave in (True, False):
+        lock, log, waited = DeviceLock(interleave=interleave), [], []
+        started = threading.Event()
+
+        def loop():
+            with lock.loop():
+                started.set()
+                for pair in range(40):
+                    log.append("pair")
+                    _time.sleep(0.002)
+                    if pair % 4 == 3:
+                        waited.append(lock.give_way("loop"))
+            log.append("L-")
+
+        def check():
+            with lock.shared():
+                assert lock.state()["held"] == {"shared": 1, "loop": 0, "exclusive": 0}
+                log.append("c+")
+                _time.sleep(0.02)
+                log.append("c-")
+
+        a = threading.Thread(target=loop)
+        a.start()
+        started.wait()
+        _time.sleep(0.01)
+        c = threading.Thread(target=check)
+        c.start()
+        for th in (a, c):
+            th.join(5)
+        i = log.index("c+")
+        assert 0 < i and log[i + 1] == "c-" and log.index("L-") > i + 1, log
+        assert waited[0] == 0.0 and max(waited) >= 0.015 and sum(w > 0 for w in waited) == 1, waited
+        assert lock.stats()["gave_way"] == 1
+
+
+def test_timing_stops_early_only_when_the_whole_interval_lies_below_the_clip():
+    """After `clip_reps` pairs, a size whose ~95% interval lies wholly below the clip's lower end (by the margin)
+    is done: its clipped speedup cannot change. One pair near the clip, a candidate above the clip, or fewer pairs
+    go on; a narrow interval ends the loop only after `min_reps`."""
+    import math as _math
+    import time as _time
+    from types import SimpleNamespace
+
+    from grader.contract import SPEEDUP_CLIP
+    from grader.session import CLIP_MARGIN_LOG2, Effort, _enough, beyond_clip
+
+    low = _math.log2(SPEEDUP_CLIP[0]) - CLIP_MARGIN_LOG2
+    assert beyond_clip((low - 3, low - 0.01)) and not beyond_clip((low - 3, low + 0.01))
+    g = SimpleNamespace(effort=Effort(), window=None, gave_way_s=0.0, window_held_s=0.0)
+    now = _time.monotonic()
+    assert not _enough(g, [low - 3] * 4, now)
+    assert _enough(g, [low - 3] * 5, now)
+    assert not _enough(g, [low - 3] * 4 + [low + 0.2], now)  # with five pairs the interval is min..max
+    assert not _enough(g, [6.0] * 5, now)  # far above the clip: timed in full (a late charge may yet lower it)
+    assert not _enough(g, [0.5] * 19, now) and _enough(g, [0.5] * 20, now)
+
+
 _ARMED: list = []
 
 

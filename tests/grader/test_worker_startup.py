@@ -197,6 +197,15 @@ def test_worker_never_writes_bytecode(service):
     assert r.status is Status.CORRECT, r.reason
 
 
+def test_worker_keeps_scaled_dot_product_attention_off_cudnn(service):
+    """Each call runs on a thread of its own, and cuDNN's attention builds its graphs per thread: every call of
+    an SDPA expert built its graph again, timed as the call (H200 run 39: 21-45 ms per attention call). The
+    worker turns that backend off before any task or candidate code runs."""
+    r = _grade(service, "sdpa", "import torch\nassert not torch.backends.cuda.cudnn_sdp_enabled(), "
+               "'cuDNN attention is on in the worker'\n" + HONEST)
+    assert r.status is Status.CORRECT, r.reason
+
+
 def test_lazily_imported_module_without_bytecode_is_no_violation(service):
     """A module imported for the first time in the worker (no bytecode cached yet, as Triton's
     code generator was on the GPU host): importing it writes nothing, so nothing is floored."""
