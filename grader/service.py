@@ -43,9 +43,9 @@ class GraderService:
                  catalogue_extra: list[str] | None = None, effort=None, hide_extra: list[str] | None = None,
                  address_space_mb: int | None = 16384, reference_arena: bool = True, task_affinity: bool = True,
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
-                 interleave: bool = True, draw_behind_gate: bool = True, reference_first: bool = True):
+                 interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
-        slots at once, window by window: grader/devicelock.py), `draw_behind_gate`, `reference_first` (`Effort`): switches for comparing the grader with and without
+        slots at once, window by window: grader/devicelock.py), `draw_before_gate`, `reference_first` (`Effort`): switches for comparing the grader with and without
         each (bench/gpu_acceptance.py --without); all on in production. `compile_cache`: the folder of extension
         builds shared across attempts of one program (grader.compile_cache), `off`, or None for a per-uid one
         under the temp dir (the pipeline passes KERNELTRAJ_COMPILE_CACHE from its settings)."""
@@ -63,7 +63,7 @@ class GraderService:
 
         self.catalogue = load_catalogue(catalogue_extra)
         self.effort = dataclasses.replace(effort or Effort.for_device(self.device.startswith("cuda")),
-                                          draw_behind_gate=draw_behind_gate, reference_first=reference_first)
+                                          draw_before_gate=draw_before_gate, reference_first=reference_first)
         cuda = self.device.startswith("cuda")
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)

@@ -61,9 +61,12 @@ class Effort:
     """Wall-clock cap on one size's timing loop."""
     kept_output_bytes: int = 4 << 30
     """Device memory the candidate's kept timed outputs may hold at once (bounds reps at huge sizes)."""
-    draw_behind_gate: bool = True
-    """A gated call's inputs are drawn behind its closed launch gate, inside its device window (grader 0.11.0);
-    off: drawn and synchronised before the gate closes, as in 0.10.0 (bench/gpu_acceptance.py --without)."""
+    draw_before_gate: bool = True
+    """A timed call's inputs are drawn and synchronised before its launch gate closes (0.10.0, and again since
+    0.12.0); off: drawn behind the closed gate (0.11.0). Behind the gate, an allocation that waits for the device
+    (a cached block freed, or a fresh cudaMalloc) waits for the gate too, and the call stalls: H200 run 41 drew
+    24 ms a call for one expert copy, whose stalled calls then timed the host's launch gaps and scored -0.875
+    against itself (bench/gpu_acceptance.py --without draw_before_gate)."""
     reference_first: bool = True
     """The task's reference worker starts before a size's check calls take the device lock; off: inside it."""
 
@@ -663,7 +666,7 @@ def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trac
               ) -> tuple[dict, int | None]:
     """A call's message, and the descriptor of its inputs when the task makes them itself."""
     msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": keep_inputs,
-           "tag": tag, "trace": trace, "gated": tag == "timed", "behind": g.effort.draw_behind_gate}
+           "tag": tag, "trace": trace, "gated": tag == "timed", "behind": not g.effort.draw_before_gate}
     if not sz.given:
         return msg, None
     given, fd = _task_inputs(g, sz, seed)

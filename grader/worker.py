@@ -540,10 +540,11 @@ class Worker:
         parked = self.runner.park()
         t_parked = _now()
         gated, gate = msg.get("gated") is True, self.clock.gate
-        # A gated call's own draw goes behind the gate too: the device runs it inside the call's window, never
-        # beside another slot's (grader/devicelock.py). A task's own inputs come from the host, whose copy would
-        # wait for the gate: they are ready before it closes.
-        early = (gated and msg.get("behind") is not False and gate is not None and gate.ok
+        # Asked to (`Effort.draw_before_gate` off), a gated call's own draw goes behind the gate too. By default
+        # the inputs are drawn and synchronised before the gate closes: an allocation behind a closed gate that
+        # waits for the device stalls the call (H200 run 41). A task's own inputs come from the host, whose copy
+        # would wait for the gate: they are always ready before it closes.
+        early = (gated and msg.get("behind") is True and gate is not None and gate.ok
                  and msg.get("given") is None and gate.close())
         try:
             inputs = (self._given(msg["given"], msg.pop("_given_fd", None)) if msg.get("given") is not None
