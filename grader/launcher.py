@@ -111,8 +111,15 @@ class WorkerConn:
         t_open = time.perf_counter_ns()
         self.gate.open()
         frame, blob = wire.recv(self.sock, cap)
-        if stalled and frame == frames["queued"]:  # the call is queued now the device let it finish launching
-            frame, blob = wire.recv(self.sock, cap)
+        if stalled and frame == frames["queued"]:
+            if not self.gate.is_open():
+                # The worker closed its gate after the opening: it was still preparing the call (drawing its inputs,
+                # which may wait for the device), not waiting for the device behind its gate. That opening was lost;
+                # the call is queued whole now, and is let through as any other (H200 run 42 waited here for ever).
+                stalled = False
+                t_open = time.perf_counter_ns()
+                self.gate.open()
+            frame, blob = wire.recv(self.sock, cap)  # else the call is queued now the device let it finish launching
         t_done = time.perf_counter_ns()
         if frame.get("gate") is not None and frame != frames["done"]:
             raise wire.FrameError(f"a {frame['gate']!r} frame out of turn in a gated call")

@@ -249,6 +249,10 @@ class GateWord:
     def open(self) -> None:
         self._pack(self.mm, 0, 1)
 
+    def is_open(self) -> bool:
+        """The word reads 1: nobody has closed the gate since it was last opened."""
+        return self.mm[0:4] != bytes(4)
+
     def close(self) -> None:
         if self.fd is not None:
             self.mm.close()
