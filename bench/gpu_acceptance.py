@@ -330,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
         summary += ("\n  the device lock's time (s)\t" + ", ".join(f"{k.removesuffix('_s')} {v:.1f}"
                                                                    for k, v in lock.items() if k.endswith("_s"))
                     + f"; {lock['windows']} windows; loops gave way {lock.get('gave_way', 0)} times")
+        if lock.get("purposes"):  # holder-seconds: shared holds overlap, so they add up past the shared time
+            summary += ("\n  shared holds by purpose (holds, holder-s)\t"
+                        + ", ".join(f"{k} {n} {s:.1f}" for k, (n, s) in lock["purposes"].items()))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
                                               f"triton {env['triton']} python {env['python']}\n{summary}\n")
         say(summary)

@@ -56,6 +56,7 @@ class DeviceLock:
         self._window_s = 0.0
         self._windows = 0
         self._gave_way = 0
+        self._purposes: dict[str, tuple[int, float]] = {}
 
     def _admissible(self, ticket: _Ticket) -> bool:
         kind = ticket.kind
@@ -93,14 +94,18 @@ class DeviceLock:
         self._cond.notify_all()
 
     @contextmanager
-    def _take(self, kind: str):
+    def _take(self, kind: str, purpose: str = ""):
         with self._cond:
             self._acquire(kind)
+        t = time.monotonic()
         try:
             yield
         finally:
             with self._cond:
                 self._release(kind)
+                if purpose:  # holder-seconds: holds of one kind overlap, so these add up past the wall clock
+                    n, held = self._purposes.get(purpose, (0, 0.0))
+                    self._purposes[purpose] = (n + 1, held + time.monotonic() - t)
 
     def give_way(self, kind: str) -> float:
         """For a holder of `kind` (as asked: `loop` is `exclusive` with interleave off) between two pieces of its
@@ -118,9 +123,10 @@ class DeviceLock:
             self._gave_way += 1
             return time.monotonic() - t
 
-    def shared(self):
-        """Check calls and references: any number at once, never during timing."""
-        return self._take("shared")
+    def shared(self, purpose: str = ""):
+        """Check calls and references: any number at once, never during timing. `purpose` names the work in
+        `stats()`."""
+        return self._take("shared", purpose)
 
     def exclusive(self):
         """A timing loop that holds the device alone for the whole size."""
@@ -148,10 +154,12 @@ class DeviceLock:
                     "window_taken": self._window.locked()}
 
     def stats(self) -> dict:
-        """Seconds the device spent in each state since the lock was made (idle: nobody held it), and the windows
-        the loops took (count, seconds)."""
+        """Seconds the device spent in each state since the lock was made (idle: nobody held it), the windows the
+        loops took (count, seconds), the times loops gave way, and per named purpose of a shared hold [holds,
+        holder-seconds]."""
         with self._cond:
             self._account()
             return {**{f"{k}_s": round(v, 3) for k, v in self._seconds.items()},
-                    "windows": self._windows, "window_s": round(self._window_s, 3), "gave_way": self._gave_way}
+                    "windows": self._windows, "window_s": round(self._window_s, 3), "gave_way": self._gave_way,
+                    "purposes": {k: [n, round(s, 3)] for k, (n, s) in sorted(self._purposes.items())}}
 

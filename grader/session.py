@@ -375,12 +375,12 @@ def _check_size(g: _Grade, sz: _Size) -> float:
         # slot's warm-up pairs, which are never counted.
         compiling = g.first_call
         g.first_call = False
-        with (contextlib.nullcontext() if compiling else _hold(g, "shared")):
+        with (contextlib.nullcontext() if compiling else _hold(g, "shared", "check call")):
             reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
         if compiling:  # charged to compilation
             g.phases["compile"] += time.perf_counter() - t_call
             t += time.perf_counter() - t_call
-        with _hold(g, "shared"):
+        with _hold(g, "shared", "verify a check call"):
             v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
@@ -417,7 +417,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
     expert = _expert_worker(g)
     t = time.perf_counter()
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
-    with _hold(g, "shared"):  # the expert's first call at a size may compile
+    with _hold(g, "shared", "expert warm-up"):  # the expert's first call at a size may compile
         _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"))
     g.phases["expert"] += time.perf_counter() - t
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
@@ -600,10 +600,11 @@ def _window(g: _Grade):
 
 
 @contextlib.contextmanager
-def _hold(g: _Grade, kind: str):
-    """The device lock, shared or exclusive; time spent waiting for it is not the attempt's."""
+def _hold(g: _Grade, kind: str, purpose: str = ""):
+    """The device lock, shared or exclusive (a shared hold names its `purpose` for the lock's stats); time spent
+    waiting for it is not the attempt's."""
     t = time.monotonic()
-    with getattr(g.gpu_lock, kind)():
+    with (g.gpu_lock.shared(purpose) if kind == "shared" else getattr(g.gpu_lock, kind)()):
         g.waited_s += time.monotonic() - t
         yield
 
@@ -615,7 +616,7 @@ def _verify_timed(g: _Grade, sz: _Size, timed: list) -> float:
     eff = g.effort
     n_verify = min(len(timed), max(eff.verify_timed, math.ceil(eff.verify_fraction * len(timed))))
     for idx, seed in g.rng.sample(timed, n_verify):
-        with _hold(g, "shared"):
+        with _hold(g, "shared", "verify a timed call"):
             v = _verify(g, sz, idx, seed, with_inputs=False)
         worst = max(worst, v.max_rel_err)
         if not v.ok:

@@ -390,6 +390,13 @@ def test_device_lock_lets_timing_loops_interleave_by_window_but_never_beside_che
     assert log.index("D+") > log.index("c-")  # the later loop waited for the check
     stats = lock.stats()
     assert stats["windows"] == 15 and stats["loop_s"] > 0.05 and stats["shared_s"] >= 0.015
+    assert stats["purposes"] == {}  # the checker named no purpose
+    with lock.shared("verify"):
+        _time.sleep(0.01)
+    with lock.shared("verify"):
+        pass
+    n, held = lock.stats()["purposes"]["verify"]
+    assert n == 2 and held >= 0.01
     solo = DeviceLock(interleave=False)
     with solo.loop():
         assert solo._held["exclusive"] == 1
