@@ -45,8 +45,9 @@ class GraderService:
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
-        slots at once, window by window: grader/devicelock.py), `draw_before_gate`, `reference_first` (`Effort`): switches for comparing the grader with and without
-        each (bench/gpu_acceptance.py --without); all on in production. `compile_cache`: the folder of extension
+        slots at once, window by window: grader/devicelock.py), `draw_before_gate`, `reference_first` (`Effort`):
+        switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
+        production. `compile_cache`: the folder of extension
         builds shared across attempts of one program (grader.compile_cache), `off`, or None for a per-uid one
         under the temp dir (the pipeline passes KERNELTRAJ_COMPILE_CACHE from its settings)."""
         self.device = pick_device(device)

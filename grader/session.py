@@ -467,10 +467,11 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
         watched = None
         if mark is not None:  # the pair is named, every other process reported (other loops' too, interleaved)
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
+        clip_stop = eff.clip_reps <= len(logs) < eff.min_reps and beyond_clip(median_ci(logs))
         loop = {**_loop_record(time.perf_counter() - t_held - g.gave_way_s, *replies), "held": kind,
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
                 "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
-                "gave_way_s": round(g.gave_way_s, 4), "clip_stop": eff.clip_reps <= len(logs) < eff.min_reps and beyond_clip(median_ci(logs))}
+                "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop}
     return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched, loop
 
 

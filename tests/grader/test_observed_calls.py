@@ -57,6 +57,20 @@ def test_a_library_op_in_an_observed_call_floors():
     assert {s.reps for s in honest.sizes} <= {2, 3}, honest.sizes
 
 
+@pytest.mark.xdist_group("observed_calls")
+def test_an_extract_max_top_k_that_knocks_out_by_index_put_is_honest():
+    """`x[rows, idx] = -inf` runs aten::index_put_, data movement the card's indexing group allows; H200 run 39
+    floored this demo attempt `forbidden_op` when the group lacked it."""
+    from pathlib import Path
+
+    source = (Path(__file__).parents[2] / "demo" / "candidates" / "topk_values_fp32" / "iterative_torch.py").read_text()
+    req = GradeRequest(attempt_id="iterative_topk", task_id="topk_values_fp32", source=source, language="pytorch",
+                       seed=1, timeout_s=120)
+    with GraderService(mode="zygote", workers=1) as svc:
+        r = svc.grade_one(req)
+    assert r.status is Status.CORRECT, r.reason
+
+
 def _ev(name, thread, start, end=None, device=False, stream=None):
     return Event(name, thread, start, start if end is None else end, device, stream)
 
