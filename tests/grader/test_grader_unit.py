@@ -676,6 +676,24 @@ def test_a_slot_keeps_to_the_task_it_graded_last_then_takes_the_oldest():
     assert rest == ["c3", "a4"] and len(q) == 0
 
 
+def test_requests_that_build_a_cuda_extension_are_handed_out_first():
+    """A CUDA request's build takes tens of seconds of CPU: started first, it overlaps the other grades instead of
+    ending the round. Within each kind, the arrival order and the task affinity stay."""
+    from grader.service import _Queue
+
+    kinds = {"p": "pytorch", "t": "triton", "c": "cuda"}
+    reqs = [GradeRequest(attempt_id=f"{k}{i}", task_id=t, source="def run(x):\n    return x\n", language=kinds[k])
+            for i, (k, t) in enumerate(zip("pcptcc", "abcdbe"))]
+    q = _Queue(reqs)
+    got = []
+    while (r := q.take("z")) is not None:
+        got.append(r.attempt_id)
+    assert got == ["c1", "c4", "c5", "p0", "p2", "t3"], got
+    q = _Queue(reqs)
+    assert q.take(None).attempt_id == "c1" and q.take("b").attempt_id == "c4"  # b's cuda request, then ...
+    assert q.take("b").attempt_id == "c5"  # ... b has none left: the next CUDA request
+
+
 class _ReplayNVML:
     """NVML as grader.devicewatch calls it, answering from a script of readings (the shape pynvml gives)."""
 
