@@ -455,11 +455,14 @@ def test_a_long_timing_loop_gives_way_to_waiting_check_work_and_takes_its_place_
 
         def loop():
             with lock.loop():
+                waited.append(lock.give_way("loop"))  # nobody waits yet
                 started.set()
-                for pair in range(40):
+                pair, deadline = 0, _time.monotonic() + 5.0
+                while "c-" not in log and _time.monotonic() < deadline:  # a loop that cannot give way runs out
                     log.append("pair")
                     _time.sleep(0.002)
-                    if pair % 4 == 3:
+                    pair += 1
+                    if pair % 4 == 0:
                         waited.append(lock.give_way("loop"))
             log.append("L-")
 
@@ -479,7 +482,7 @@ def test_a_long_timing_loop_gives_way_to_waiting_check_work_and_takes_its_place_
         for th in (a, c):
             th.join(5)
         i = log.index("c+")
-        assert 0 < i and log[i + 1] == "c-" and log.index("L-") > i + 1, log
+        assert log[i - 1] == "pair" and log[i + 1] == "c-" and log.index("L-") > i + 1, log
         assert waited[0] == 0.0 and max(waited) >= 0.015 and sum(w > 0 for w in waited) == 1, waited
         assert lock.stats()["gave_way"] == 1
 
