@@ -173,7 +173,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
             f"{k} {statistics.median(r.phase_seconds.get(k, 0.0) for r in timed):.2f}" for k in sorted(phases)))
     via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
     lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
-    for layer in ("launch_gate", "own_root", "pid_ns", "ipc_ns"):  # the sandbox layers this host gave the candidates
+    for layer in ("launch_gate", "output_arena", "own_root", "pid_ns", "ipc_ns"):  # what this host gave the candidates
         seen = collections.Counter(str(r.sandbox.get(layer, "not recorded"))[:160] for r in all_results if r.sandbox)
         lines.append(f"  sandbox {layer}\t" + ", ".join(f"{k}: {n}" for k, n in seen.most_common()))
     sizes = [s for r in all_results for s in r.sizes if s.reps]
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
                     "without them: reference_arena, task_affinity, own_root, launch_gate, interleave, "
-                    "draw_before_gate, reference_first")
+                    "draw_before_gate, reference_first, output_arena")
     ap.add_argument("--fresh-sample", type=int, default=0, help="first grade this many of round 1's attempts (every "
                     "k-th, so each group is in it) one at a time in a fresh interpreter each, the KernelBench way: "
                     "the baseline the throughput is compared with, on the same attempts in the same run")
@@ -329,17 +329,20 @@ def main(argv: list[str] | None = None) -> int:
                                                      args.workers))
         summary += ("\n  the device lock's time (s)\t" + ", ".join(f"{k.removesuffix('_s')} {v:.1f}"
                                                                    for k, v in lock.items() if k.endswith("_s"))
-                    + f"; {lock['windows']} windows; loops gave way {lock.get('gave_way', 0)} times")
+                    + f"; {lock['windows']} device windows, {lock.get('draw_windows', 0)} draw windows; "
+                      f"loops gave way {lock.get('gave_way', 0)} times")
         if lock.get("purposes"):  # holder-seconds: shared holds overlap, so they add up past the shared time
-            summary += ("\n  shared holds by purpose (holds, holder-s)\t"
-                        + ", ".join(f"{k} {n} {s:.1f}" for k, (n, s) in lock["purposes"].items()))
+            summary += ("\n== shared holds by purpose, and their parts (`purpose: part`, timed on the parent's or the "
+                        "worker's clock inside the hold)\n  purpose\tcount\tseconds\tms each"
+                        + "".join(f"\n  {k}\t{n}\t{s:.1f}\t{1e3 * s / max(n, 1):.2f}"
+                                  for k, (n, s) in lock["purposes"].items()))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
                                               f"triton {env['triton']} python {env['python']}\n{summary}\n")
         say(summary)
 
     without = {w for w in args.without.split(",") if w}
     parts = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
-             "reference_first")
+             "reference_first", "output_arena")
     unknown = without - set(parts)
     if unknown:
         ap.error(f"--without: unknown parts {sorted(unknown)}")

@@ -9,12 +9,20 @@ kinds of holder, admitted in batches in the order they asked (a kind waiting sto
 another kind, so neither starves):
 
 - `shared`: check work (check calls, references, fetches): any number at once.
-- `loop`: a slot's timing loop for one size. Any number of loops at once, never beside check work;
-  each device window of a loop (`window()`: a gated call from its message to the worker's report
-  that the device is done, or an ungated call of the loop whole) is taken alone. So the loops of
-  several slots interleave their calls: one slot's host work (the interpreter check, the parent's
-  checks, the reply) overlaps another's window, no window overlaps any other device work of the
-  grader, and only the window's worker ever has its launch gate closed.
+- `loop`: a slot's timing loop for one size. Any number of loops at once, never beside check work.
+  Inside, a loop's device work is taken window by window (`window(kind)`), of two kinds:
+  - `device`: a timed call's device interval, from the parent's opening of its launch gate to the
+    worker's report that the device is done. Taken alone: nothing else of the grader runs on the
+    device meanwhile.
+  - `draw`: the untimed device work around it. A gated call's preparation, from its message to the
+    worker's word that its gate is closed (parking a thread, drawing and synchronising the inputs, the
+    poison), and an ungated call of the loop whole (warm-up pairs, the traced call). Any number of
+    draws at once, never beside a `device` window.
+  So the loops of several slots interleave their calls: one slot's host work (launching its call
+  behind the closed gate, the interpreter check, the parent's checks, the reply) overlaps another's
+  windows, and no device interval overlaps any other device work of the grader. Before grader 0.13.0
+  a gated call was one window from its message to "done" (H200 run 43: 3.4 ms a window, of which
+  0.05-0.07 ms were the call's kernels).
 - `exclusive`: a timing loop that cannot split its device work into windows (the CPU, whose timing
   is the host's; a worker without a launch gate; inputs a task makes itself), and, with
   `interleave=False`, every loop: the device to itself for the whole size.
@@ -32,6 +40,7 @@ from collections import deque
 from contextlib import contextmanager
 
 KINDS = ("shared", "loop", "exclusive")
+WINDOW_KINDS = ("draw", "device")
 
 
 class _Ticket:
@@ -43,30 +52,58 @@ class _Ticket:
         self.kind = kind
 
 
+class _Turns:
+    """Holders of several kinds, admitted in batches in the order they asked: a waiter comes in when every
+    ticket ahead of it is of its kind and nobody of another kind holds; a kind in `alone` comes in one at a
+    time. Its methods are called under `cond`."""
+
+    def __init__(self, kinds: tuple, alone: tuple, cond: threading.Condition):
+        self.cond = cond
+        self.held = dict.fromkeys(kinds, 0)
+        self.queue: deque[_Ticket] = deque()  # in the order they asked
+        self.alone = frozenset(alone)
+
+    def _admissible(self, ticket: _Ticket) -> bool:
+        kind = ticket.kind
+        for ahead in self.queue:  # every ticket ahead of this one is of its kind: one batch
+            if ahead is ticket:
+                break
+            if ahead.kind != kind or kind in self.alone:
+                return False
+        others = sum(n for k, n in self.held.items() if k != kind)
+        return not others and not (kind in self.alone and self.held[kind])
+
+    def acquire(self, kind: str) -> None:
+        """Wait for a place of `kind` in the order asked, and take it."""
+        ticket = _Ticket(kind)
+        self.queue.append(ticket)
+        try:
+            while not self._admissible(ticket):
+                self.cond.wait()
+        finally:
+            self.queue.remove(ticket)
+        self.held[kind] += 1
+        self.cond.notify_all()  # the rest of this batch may come in too
+
+    def release(self, kind: str) -> None:
+        self.held[kind] -= 1
+        self.cond.notify_all()
+
+
 class DeviceLock:
     def __init__(self, interleave: bool = True):
         self.interleave = interleave
         self._cond = threading.Condition()
-        self._held = dict.fromkeys(KINDS, 0)
-        self._queue: deque[_Ticket] = deque()  # in the order they asked
-        self._window = threading.Lock()
+        self._turns = _Turns(KINDS, ("exclusive",), self._cond)
+        self._held, self._queue = self._turns.held, self._turns.queue
+        self._windows = _Turns(WINDOW_KINDS, ("device",), threading.Condition())
         self._since = time.monotonic()
         self._state = "idle"
         self._seconds = dict.fromkeys(KINDS + ("idle",), 0.0)
-        self._window_s = 0.0
-        self._windows = 0
+        self._window_s = dict.fromkeys(WINDOW_KINDS, 0.0)
+        self._window_n = dict.fromkeys(WINDOW_KINDS, 0)
         self._gave_way = 0
         self._purposes: dict[str, tuple[int, float]] = {}
-
-    def _admissible(self, ticket: _Ticket) -> bool:
-        kind = ticket.kind
-        for ahead in self._queue:  # every ticket ahead of this one is of its kind: one batch
-            if ahead is ticket:
-                break
-            if ahead.kind != kind or kind == "exclusive":
-                return False
-        others = sum(n for k, n in self._held.items() if k != kind)
-        return not others and not (kind == "exclusive" and self._held["exclusive"])
 
     def _account(self) -> None:
         """Charge the time since the last change to the state the device was in (called under the lock)."""
@@ -77,21 +114,12 @@ class DeviceLock:
 
     def _acquire(self, kind: str) -> None:
         """Wait for a place of `kind` in the order asked, and take it (under the condition)."""
-        ticket = _Ticket(kind)
-        self._queue.append(ticket)
-        try:
-            while not self._admissible(ticket):
-                self._cond.wait()
-        finally:
-            self._queue.remove(ticket)
-        self._held[kind] += 1
+        self._turns.acquire(kind)
         self._account()
-        self._cond.notify_all()  # the rest of this batch may come in too
 
     def _release(self, kind: str) -> None:
-        self._held[kind] -= 1
+        self._turns.release(kind)
         self._account()
-        self._cond.notify_all()
 
     @contextmanager
     def _take(self, kind: str, purpose: str = ""):
@@ -103,9 +131,8 @@ class DeviceLock:
         finally:
             with self._cond:
                 self._release(kind)
-                if purpose:  # holder-seconds: holds of one kind overlap, so these add up past the wall clock
-                    n, held = self._purposes.get(purpose, (0, 0.0))
-                    self._purposes[purpose] = (n + 1, held + time.monotonic() - t)
+            if purpose:  # holder-seconds: holds of one kind overlap, so these add up past the wall clock
+                self.note(purpose, time.monotonic() - t)
 
     def give_way(self, kind: str) -> float:
         """For a holder of `kind` (as asked: `loop` is `exclusive` with interleave off) between two pieces of its
@@ -123,6 +150,14 @@ class DeviceLock:
             self._gave_way += 1
             return time.monotonic() - t
 
+    def note(self, purpose: str, seconds: float) -> None:
+        """Count `seconds` of one piece of work under `purpose` in `stats()` without a hold of its own: the parts of
+        a shared hold (a verification's fetch, reference, comparison), to show where check work spends the device's
+        time."""
+        with self._cond:
+            n, held = self._purposes.get(purpose, (0, 0.0))
+            self._purposes[purpose] = (n + 1, held + seconds)
+
     def shared(self, purpose: str = ""):
         """Check calls and references: any number at once, never during timing. `purpose` names the work in
         `stats()`."""
@@ -137,29 +172,39 @@ class DeviceLock:
         return self._take("loop" if self.interleave else "exclusive")
 
     @contextmanager
-    def window(self):
-        """One device window of a loop: no other loop's device work runs meanwhile. Only inside `loop()`."""
-        with self._window:
-            t = time.monotonic()
-            try:
-                yield
-            finally:
-                self._window_s += time.monotonic() - t
-                self._windows += 1
+    def window(self, kind: str = "device"):
+        """One window of a loop's device work, only inside `loop()`: `device` (a timed call's device interval)
+        alone, `draw` (untimed device work) beside other draws; never the two kinds at once."""
+        turns = self._windows
+        with turns.cond:
+            turns.acquire(kind)
+        t = time.monotonic()
+        try:
+            yield
+        finally:
+            with turns.cond:
+                turns.release(kind)
+                self._window_s[kind] += time.monotonic() - t
+                self._window_n[kind] += 1
 
     def state(self) -> dict:
         """Who holds the lock now and who waits, for a stalled run's record."""
         with self._cond:
-            return {"held": dict(self._held), "waiting": [t.kind for t in self._queue],
-                    "window_taken": self._window.locked()}
+            held, waiting = dict(self._held), [t.kind for t in self._queue]
+        with self._windows.cond:
+            windows = dict(self._windows.held)
+        return {"held": held, "waiting": waiting, "windows": windows}
 
     def stats(self) -> dict:
-        """Seconds the device spent in each state since the lock was made (idle: nobody held it), the windows the
-        loops took (count, seconds), the times loops gave way, and per named purpose of a shared hold [holds,
-        holder-seconds]."""
+        """Seconds the device spent in each state since the lock was made (idle: nobody held it), the device
+        windows the loops took (count, seconds) and their draw windows (count, holder-seconds: draws overlap),
+        the times loops gave way, and per named purpose of a shared hold [holds, holder-seconds]."""
+        with self._windows.cond:
+            count, seconds = dict(self._window_n), dict(self._window_s)
         with self._cond:
             self._account()
             return {**{f"{k}_s": round(v, 3) for k, v in self._seconds.items()},
-                    "windows": self._windows, "window_s": round(self._window_s, 3), "gave_way": self._gave_way,
+                    "windows": count["device"], "window_s": round(seconds["device"], 3),
+                    "draw_windows": count["draw"], "draw_window_s": round(seconds["draw"], 3), "gave_way": self._gave_way,
                     "purposes": {k: [n, round(s, 3)] for k, (n, s) in sorted(self._purposes.items())}}
 

@@ -63,25 +63,33 @@ class WorkerConn:
     """The buffer a reference worker writes its answers into (lent with its first load)."""
     gate: wire.GateWord | None = None
     """The word a timing worker's launch gate waits on (lent right after its hello, `Slot.spawn`)."""
+    out_arena: wire.Arena | None = None
+    """The slot's arena a candidate worker copies its fetched outputs into (`Slot.lend_output_arena`); the slot's,
+    so it outlives the worker."""
 
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None,
-                window=None) -> tuple[dict, bytes, float]:
+                window=None, patience_s: float = timing.GATE_PATIENCE_S) -> tuple[dict, bytes, float]:
         """Send one message (with an optional raw payload, or a descriptor to lend) and wait for its reply;
-        returns (reply, payload, parent_ms). A gated call is sent, queued, let through its gate and run to its
-        "done" inside `window()` when given (grader.devicelock: the device is this call's alone, and no other
-        worker's gate is closed meanwhile); its reply is read outside (`_let_through`)."""
+        returns (reply, payload, parent_ms). A gated call is let through its gate in two windows when `window`
+        is given (grader.devicelock): `window("draw")` from its message to the worker's "drawn" (its untimed
+        device work is done and its gate closed), `window("device")` from the gate's opening to "done" (the
+        device is this call's alone). Between the two it launches behind its closed gate, in no window; its
+        reply is read after both. `patience_s`: how long its launch may take before the parent opens its gate
+        anyway (`_let_through`). A call asked to be gated of a worker that has no gate is one `window("device")`,
+        message to reply."""
         self.sock.settimeout(max(timeout_s, 0.001))
         cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
         gated = bool(msg.get("gated")) and self.gate is not None
+        t0 = time.perf_counter_ns()
         ended = None
-        with window() if gated and window is not None else contextlib.nullcontext():
-            t0 = time.perf_counter_ns()
-            if fd is not None:
-                wire.send_fd(self.sock, msg, fd)
-            else:
-                wire.send(self.sock, msg, payload)
-            if gated:
-                ended, gate_record = self._let_through(cap)
+        if gated:
+            ended, gate_record = self._gated(msg, payload, fd, cap, window, patience_s)
+        elif msg.get("gated") and window is not None:
+            with window("device"):
+                self._send(msg, payload, fd)
+                ended = wire.recv(self.sock, cap)
+        else:
+            self._send(msg, payload, fd)
         if ended is not None:
             reply, payload = ended
         else:
@@ -92,35 +100,57 @@ class WorkerConn:
                 reply.update(gate_record)
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 
-    def _let_through(self, cap: int) -> tuple[tuple[dict, bytes] | None, dict]:
-        """The parent's side of a gated call, once sent: wait for the worker's "queued" (at most `GATE_PATIENCE_S`:
-        a call that waits for the device says nothing until the gate opens), open the gate, wait for "done".
-        Returns (the reply, when the call ended without reaching "done": an error; else None) and what the reply
-        gains: `stalled` (the gate was opened before the call said it was queued) and `window_ms` (the parent's
-        clock from the opening to "done": the call's device interval and its gap lie inside it)."""
+    def _send(self, msg: dict, payload: bytes, fd: int | None) -> None:
+        if fd is not None:
+            wire.send_fd(self.sock, msg, fd)
+        else:
+            wire.send(self.sock, msg, payload)
+
+    def _gated(self, msg: dict, payload: bytes, fd: int | None, cap: int, window, patience_s: float
+               ) -> tuple[tuple[dict, bytes] | None, dict]:
+        """The parent's side of a gated call: send it inside its draw window and wait for "drawn", then let it
+        through its gate (`_let_through`) inside its device window. Returns (the reply, when the call ended without
+        reaching "done": an error; else None) and what the reply gains (`_let_through`)."""
         frames = wire.GATE_FRAMES
-        first = None
-        if select.select([self.sock], [], [], timing.GATE_PATIENCE_S)[0]:
+        no_window = contextlib.nullcontext
+        with window("draw") if window is not None else no_window():
+            t_sent = time.perf_counter_ns()
+            self._send(msg, payload, fd)
+            first, blob = wire.recv(self.sock, cap)
+            if first == frames["queued"]:  # its gate would not close: the call runs whole in this draw window
+                return self._let_through(cap, first, no_window, patience_s, t_sent)
+            if first.get("gate") is not None and first != frames["drawn"]:
+                raise wire.FrameError(f"a {first['gate']!r} frame before the call's gate was closed")
+            if first != frames["drawn"]:  # answered without closing its gate (it failed first): nothing to time
+                self.gate.open()
+                return (first, blob), {}
+        return self._let_through(cap, None, (lambda: window("device")) if window is not None else no_window,
+                                 patience_s)
+
+    def _let_through(self, cap: int, first: dict | None, device_window, patience_s: float, t_open: int | None = None
+                     ) -> tuple[tuple[dict, bytes] | None, dict]:
+        """Once the call's gate is closed: wait for the worker's "queued" (at most `patience_s`: a call that waits
+        for the device says nothing until the gate opens), take the device window, open the gate, wait for
+        "done". `first`: the "queued" already read (`t_open`: since when the call may have run). Returns as
+        `_gated`, and what the reply gains: `stalled` (the gate was opened before the call said it was queued,
+        or it never closed) and `window_ms` (the parent's clock from the opening to "done": the call's device
+        interval and its gap lie inside it)."""
+        frames = wire.GATE_FRAMES
+        if first is None and select.select([self.sock], [], [], patience_s)[0]:
             first, blob = wire.recv(self.sock, cap)
             if first.get("gate") is not None and first != frames["queued"]:
                 raise wire.FrameError(f"a {first['gate']!r} frame before the call was queued")
             if first != frames["queued"]:  # answered without queuing a call (it failed first): nothing to time
                 self.gate.open()
                 return (first, blob), {}
-        stalled = first is None
-        t_open = time.perf_counter_ns()
-        self.gate.open()
-        frame, blob = wire.recv(self.sock, cap)
-        if stalled and frame == frames["queued"]:
-            if not self.gate.is_open():
-                # The worker closed its gate after the opening: it was still preparing the call (drawing its inputs,
-                # which may wait for the device), not waiting for the device behind its gate. That opening was lost;
-                # the call is queued whole now, and is let through as any other (H200 run 42 waited here for ever).
-                stalled = False
-                t_open = time.perf_counter_ns()
-                self.gate.open()
-            frame, blob = wire.recv(self.sock, cap)  # else the call is queued now the device let it finish launching
-        t_done = time.perf_counter_ns()
+        stalled = first is None or t_open is not None
+        with device_window():
+            t_open = time.perf_counter_ns() if t_open is None else t_open
+            self.gate.open()
+            frame, blob = wire.recv(self.sock, cap)
+            if first is None and frame == frames["queued"]:  # queued now the device let it finish launching (its
+                frame, blob = wire.recv(self.sock, cap)      # gate closed before "drawn": no opening is lost here,
+            t_done = time.perf_counter_ns()                  # as H200 run 42's was)
         if frame.get("gate") is not None and frame != frames["done"]:
             raise wire.FrameError(f"a {frame['gate']!r} frame out of turn in a gated call")
         if frame != frames["done"]:  # the call ended without reaching the device's end (an error): its reply
@@ -215,7 +245,8 @@ class Slot:
 
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
-                 slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True):
+                 slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
+                 output_arena: bool = True):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -242,6 +273,8 @@ class Slot:
             self.config["own_root_off"] = "off: switched off for this service"
         self.launch_gate = launch_gate
         self.reference_arena = reference_arena
+        self.output_arena = output_arena
+        self._out_arena: wire.Arena | None = None
         self.boot_timeout_s = boot_timeout_s
         self.zygote: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
@@ -339,6 +372,31 @@ class Slot:
             conn.gate = None
         return state
 
+    def lend_output_arena(self, conn: WorkerConn, nbytes: int, timeout_s: float) -> str:
+        """Lend a fresh candidate worker, before any candidate code runs, the slot's arena for what its fetches
+        copy to this side (an output, and the inputs kept with it), grown to `nbytes` (at most wire.ARENA_MAX; a
+        bigger fetch takes a memfd). One arena serves the slot's candidates one after another, page-locked once;
+        `finish` scrubs it. Returns its state as the worker found it: "pinned", "mapped" or "off: why"."""
+        if not self.output_arena:
+            return "off: switched off for this service"
+        need = min(nbytes, wire.ARENA_MAX)
+        if self._out_arena is None or self._out_arena.nbytes < need:
+            if self._out_arena is not None:
+                self._out_arena.close()
+                self._out_arena = None
+            try:
+                self._out_arena = wire.Arena(need, pin=self.device.startswith("cuda"))
+            except OSError as e:  # no memory to lend: the fetches take the memfd path
+                return f"off: {type(e).__name__}: {e}"[:300]
+        reply, _, _ = conn.request({"op": "arena"}, timeout_s, fd=self._out_arena.fd)
+        state = str(reply.get("arena") or f"off: {reply.get('error') or 'no answer'}")[:300]
+        if not state.startswith("off"):
+            conn.out_arena = self._out_arena
+        # Counted again: page-locking is the driver's work on a thread the worker starts and ends (wire._cudart_alone),
+        # and whatever the driver keeps of it is no candidate's, which has not run yet.
+        conn.baseline_threads = sandbox.thread_count(conn.pid)
+        return state
+
     def expert(self, key: str, source: str, timeout_s: float) -> WorkerConn:
         """A worker that has loaded the expert `source` (trusted code), kept for later attempts of the
         same task (`key`), so the expert is timed by the same worker code, in the same kind of
@@ -404,7 +462,11 @@ class Slot:
         """Kill the worker and everything it left behind; describe how it had ended."""
         if conn is None:
             return "no worker"
-        return self._kill(conn, self.uid)
+        how = self._kill(conn, self.uid)
+        if conn.out_arena is not None:  # the worker is gone: nothing writes it any more
+            conn.out_arena.scrub()
+            conn.out_arena = None
+        return how
 
     def _kill(self, conn: WorkerConn, uid: int | None) -> str:
         self.live.pop(conn.pid, None)
@@ -439,6 +501,9 @@ class Slot:
     def close(self) -> None:
         for name in list(self._kept):
             self._drop(name)
+        if self._out_arena is not None:
+            self._out_arena.close()
+            self._out_arena = None
         if self.ctl is not None:
             try:
                 zygote.ctl_send(self.ctl, {"op": "bye"})

@@ -43,9 +43,11 @@ class GraderService:
                  catalogue_extra: list[str] | None = None, effort=None, hide_extra: list[str] | None = None,
                  address_space_mb: int | None = 16384, reference_arena: bool = True, task_affinity: bool = True,
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
-                 interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True):
+                 interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
+                 output_arena: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
-        slots at once, window by window: grader/devicelock.py), `draw_before_gate`, `reference_first` (`Effort`):
+        slots at once, window by window: grader/devicelock.py), `draw_before_gate`, `reference_first` (`Effort`),
+        `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
         builds shared across attempts of one program (grader.compile_cache), `off`, or None for a per-uid one
@@ -83,7 +85,7 @@ class GraderService:
         hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + cache_dirs)
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
-                           launch_gate=launch_gate)
+                           launch_gate=launch_gate, output_arena=output_arena)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()

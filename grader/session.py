@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grader import compile_cache, guard, sandbox, wire
+from grader import compile_cache, guard, sandbox, timing, wire
 from grader.compare import EXPERT_SLACK, Verdict, check_output_meta, compare, expert_slack
 from grader.contract import (GRADER_VERSION, SPEEDUP_CLIP, GradeRequest, GradeResult, Reason, SizeResult, Status,
                              clip_speedup, geomean, reward)
@@ -118,6 +118,22 @@ class SealedTask:
         return (2 if self.card.error_scale else 1) * (8 * most + 64)
 
 
+    @property
+    def fetch_bytes(self) -> int:
+        """Bytes of a candidate's largest fetch on this device's sizes: a check call's output and the input tensors
+        kept with it, laid out as `wire` does (64-byte aligned). The arena its worker is lent is this big; a task's
+        own inputs are not counted (a fetch that does not fit takes a memfd)."""
+        card = self.card
+        profile = "gpu" if self.device.startswith("cuda") else "cpu"
+        most = 0
+        for s, _ in card.sizes(profile):
+            parts = [DTYPE_BYTES[card.output_dtype] * _prod(resolve_shape(card.output_shape, s))]
+            parts += [DTYPE_BYTES.get(spec["dtype"], 8) * _prod(spec["shape"]) for spec in resolve_specs(card, s)
+                      if spec["dist"] != "scalar" and card.inputs_from != "task"]
+            most = max(most, sum((n + 63) // 64 * 64 for n in parts))
+        return most
+
+
 EXPERT_TIMEOUT_S = 300.0
 """Start, load and per-call budget of an expert worker (trusted code: a slow first compile is no fault
 of the candidate's, so it does not draw on the attempt's own budget)."""
@@ -168,6 +184,10 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles)
         sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"))
+        try:  # before the candidate's code is loaded, as the gate was
+            sandbox_layers["output_arena"] = slot.lend_output_arena(conn, task.fetch_bytes, min(remaining(), 60.0))
+        except (OSError, wire.WireError) as e:
+            raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the worker could not be lent its output arena: {e}") from None
         g.own_kernels = (declared_kernels(req.source) if req.language == "cuda"
                          else declared_triton_kernels(req.source) if req.language == "triton" else [])
         phases["startup"] = time.perf_counter() - t
@@ -270,8 +290,8 @@ class _Grade:
     waited_s: float = 0.0
     """Seconds spent waiting for the device lock or the expert twin: added to the attempt's budget."""
     window: object = None
-    """In a timing loop that interleaves with other slots' (grader/devicelock.py), what each device window of
-    the loop takes (`_window`); None when the loop holds the device alone, or outside a loop."""
+    """In a timing loop that interleaves with other slots' (grader/devicelock.py), what each window of the loop
+    takes (`_window`, given its kind); None when the loop holds the device alone, or outside a loop."""
     window_wait_s: float = 0.0
     """Seconds the current loop has waited for its windows (other slots' device work)."""
     window_held_s: float = 0.0
@@ -377,6 +397,8 @@ def _check_size(g: _Grade, sz: _Size) -> float:
         g.first_call = False
         with (contextlib.nullcontext() if compiling else _hold(g, "shared", "check call")):
             reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
+        if not compiling:
+            _note_parts(g, "check call", reply)
         if compiling:  # charged to compilation
             g.phases["compile"] += time.perf_counter() - t_call
             t += time.perf_counter() - t_call
@@ -417,14 +439,17 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
     expert = _expert_worker(g)
     t = time.perf_counter()
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
-    with _hold(g, "shared", "expert warm-up"):  # the expert's first call at a size may compile
-        _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"))
+    # The expert's first call at a size compiles its kernels (H200 run 45: 0.2 s a call, 71 s of shared holds in a
+    # run): let through its gate, with the patience of a compile, the hold covers its draw and its device interval.
+    warm = _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"), gated=True,
+                        window=_shared_windows(g, "expert warm-up"), patience_s=EXPERT_WARMUP_PATIENCE_S)
+    _note_parts(g, "expert warm-up", warm)
     g.phases["expert"] += time.perf_counter() - t
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
     # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
     # and a task's own inputs are made on the device by its reference worker between the calls.
     kind = "loop" if g.cuda and not sz.given and g.conn.gate is not None and expert.gate is not None else "exclusive"
-    with _loop(g, kind) as whole:  # whole(): an ungated call of the loop is one window, message to reply
+    with _loop(g, kind) as whole:  # whole(): an ungated call of the loop is one draw window, message to reply
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
         for w in range(eff.warmup_pairs):
@@ -579,18 +604,18 @@ def _loop(g: _Grade, kind: str):
         g.window = functools.partial(_window, g) if kind == "loop" and g.gpu_lock.interleave else None
         g.window_wait_s = g.window_held_s = g.gave_way_s = 0.0
         g.gave_way = 0
-        try:
-            yield g.window or contextlib.nullcontext
+        try:  # an ungated call is untimed device work: a draw window
+            yield functools.partial(g.window, "draw") if g.window is not None else contextlib.nullcontext
         finally:
             g.window = None
 
 
 @contextlib.contextmanager
-def _window(g: _Grade):
-    """One device window of an interleaved loop; the wait for it is the grader's time, not the attempt's, and
-    not the size's timing budget's (`window_wait_s`)."""
+def _window(g: _Grade, kind: str):
+    """One window of an interleaved loop's device work (`DeviceLock.window`: "draw" or "device"); the wait for it
+    is the grader's time, not the attempt's, and not the size's timing budget's (`window_wait_s`)."""
     t = time.monotonic()
-    with g.gpu_lock.window():
+    with g.gpu_lock.window(kind):
         t_in = time.monotonic()
         g.waited_s += t_in - t
         g.window_wait_s += t_in - t
@@ -598,6 +623,18 @@ def _window(g: _Grade):
             yield
         finally:
             g.window_held_s += time.monotonic() - t_in
+
+
+EXPERT_WARMUP_PATIENCE_S = 5.0
+"""How long an expert's first call at a size may take to launch (its kernels compile) before the parent opens its
+gate anyway. Experts are the catalogue's own code, which never waits for the device while it launches."""
+
+
+def _shared_windows(g: _Grade, purpose: str):
+    """What a call of check work let through its gate takes around its draw and its device interval (`WorkerConn.
+    request`): each a shared hold of the device lock, named `purpose`; its launch, behind the closed gate, holds
+    nothing."""
+    return lambda kind: _hold(g, "shared", purpose)
 
 
 @contextlib.contextmanager
@@ -640,17 +677,19 @@ def _expert_worker(g: _Grade) -> WorkerConn:
     return g.expert
 
 
-def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False,
-                 gated: bool = False) -> dict:
+def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False,
+                 window=None, patience_s: float = timing.GATE_PATIENCE_S) -> dict:
     """One call of the expert, exactly as a candidate's timed call is made (`gated` in the timing loop's
-    pairs); the worker's reply. Its output is kept only when asked (`_expert_output`): the expert is
-    trusted, and the candidate's kept outputs already fill the budget."""
+    pairs, through the loop's windows unless `window` says otherwise); the worker's reply. Its output is kept only
+    when asked (`_expert_output`): the expert is trusted, and the candidate's kept outputs already fill the
+    budget."""
     msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert")
     msg["gated"] = gated
     msg["keep"] = keep
     t = time.monotonic()
     try:
-        reply, _, parent_ms = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=g.window if gated else None)
+        reply, _, parent_ms = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=(window or g.window) if gated
+                                             else None, patience_s=patience_s)
         reply["parent_ms"] = parent_ms
         g.waited_s += time.monotonic() - t  # the twin's time is the grader's, not the attempt's
     except (OSError, wire.WireError) as e:
@@ -881,7 +920,7 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Ver
             # surfaces at the next synchronising call), or no memory for the copy
             raise Floor(Status.RUNTIME_ERROR, Reason.OOM if reply.get("error_kind") == "oom" else Reason.EXCEPTION,
                         f"output {idx} could not be copied: {_tail(reply.get('error', ''))}")
-        if not reply.get("ok") or fd is None:
+        if not reply.get("ok") or (fd is None and reply.get("arena") is not True):
             raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"worker refused to hand over output {idx}: "
                                                                      f"{_tail(reply.get('error', '')) if reply.get('error') else 'no reason given'}")
     except Floor:
@@ -889,10 +928,16 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Ver
             os.close(fd)
         raise
     try:
-        tensors = wire.tensors_from_memfd(reply["tensors"], fd, slot.device)
-    except (wire.WireError, OSError, ValueError, TypeError, AttributeError) as e:
+        if fd is not None:
+            tensors = wire.tensors_from_memfd(reply["tensors"], fd, slot.device)
+        elif g.conn.out_arena is not None:  # copied out before any candidate code can run again
+            tensors = g.conn.out_arena.read(reply["tensors"], slot.device)
+        else:
+            raise wire.WireError("it answered in an arena it was never lent")
+    except (wire.WireError, OSError, ValueError, TypeError, AttributeError, KeyError) as e:
         raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
     g.phases["transfer"] += time.perf_counter() - t_fetch
+    g.gpu_lock.note("verify: fetch", time.perf_counter() - t_fetch)
     t_ref = time.perf_counter()
     if with_inputs:  # the tensors among the inputs (a Python number cannot be changed in place)
         inputs = (_given_tensors(g, sz, seed) if sz.given else
@@ -900,7 +945,11 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Ver
         returned = tensors[1:]
         if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
             raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
+        g.gpu_lock.note("verify: inputs", time.perf_counter() - t_ref)
+    t = time.perf_counter()
     ref, scale = _reference(g, sz, seed)
+    g.gpu_lock.note("verify: reference", time.perf_counter() - t)
+    t = time.perf_counter()
     atol, rtol = task.card.tolerance()
     verdict = compare(tensors[0], ref, atol, rtol, scale)
     if verdict.reason_code is Reason.MISMATCH and math.isfinite(verdict.max_rel_err):
@@ -909,8 +958,21 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Ver
         if slack > 0:
             verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
             g.slack_used = max(g.slack_used, slack) if verdict.ok else g.slack_used
+    g.gpu_lock.note("verify: compare", time.perf_counter() - t)
     g.phases["reference"] += time.perf_counter() - t_ref
     return verdict
+
+
+def _note_parts(g: _Grade, purpose: str, reply: dict, parts: tuple = ("park", "inputs", "call", "check", "rest")
+                ) -> None:
+    """Count a worker's reply's `parts_ms` (where its side of a request went) in the device lock's stats under
+    "`purpose`: part", beside the parent's round trip, where it says (the acceptance's breakdown of check work)."""
+    got = reply.get("parts_ms")
+    if isinstance(got, list) and len(got) == len(parts):
+        for name, ms in zip(parts, got):
+            g.gpu_lock.note(f"{purpose}: {name}", float(ms) / 1e3)
+    if isinstance(reply.get("parent_ms"), (int, float)):
+        g.gpu_lock.note(f"{purpose}: round trip", reply["parent_ms"] / 1e3)
 
 
 def _expert_output(g: _Grade, sz: _Size, seed: int):
@@ -975,6 +1037,7 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
             g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
             raise RuntimeError(f"sent {len(tensors)} tensors")
+        _note_parts(g, "reference worker", reply, ("empty cache", "inputs", "run", "check", "write"))
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:
         if fd is not None:
             os.close(fd)

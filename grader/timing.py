@@ -97,9 +97,10 @@ class DeviceClock:
 
         `gated`: queue the call behind the gate, if it is armed (or still closed since the caller closed it to
         queue the inputs' draw behind it too). With `announce`, the worker's word to its parent, the parent
-        opens it: `announce("queued")` once the whole call is queued, `announce("done")` once the device is
-        done with it. Without, the clock opens the gate itself once the call is queued, and `self.gate.stalled`
-        tells whether someone had opened it first.
+        opens it: `announce("drawn")` once the gate is closed (everything before it, the inputs' draw included,
+        is the call's untimed device work: the parent's draw window ends there), `announce("queued")` once the
+        whole call is queued, `announce("done")` once the device is done with it. Without, the clock opens the
+        gate itself once the call is queued, and `self.gate.stalled` tells whether someone had opened it first.
 
         `snapshot` is queued right after the end event, before the wait for it: its copy of the output
         is ordered behind every kernel of the call on the caller's stream, and work launched to fill the
@@ -124,6 +125,8 @@ class DeviceClock:
             gate.stalled = False
             if not (gated and (gate.closed or gate.close())):
                 gate = None
+        if told and gate is not None:  # a gate that would not close says nothing here: the parent then keeps the
+            announce("drawn")           # call inside its draw window, beside no device interval
         t0 = self._perf_ns()
         try:
             if flush:

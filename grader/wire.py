@@ -219,9 +219,10 @@ def memfd_digest(fd: int, described: object) -> str:
 
 # ---- a launch gate's word: one page lent to a timing worker, which its stream waits on ----
 
-GATE_FRAMES = {"queued": {"gate": "queued"}, "done": {"gate": "done"}}
-"""The frames a worker sends before the reply to a gated call: the whole call is queued behind its gate, then
-the device is done with it (grader.timing.DeviceClock.time_call)."""
+GATE_FRAMES = {"drawn": {"gate": "drawn"}, "queued": {"gate": "queued"}, "done": {"gate": "done"}}
+"""The frames a worker sends before the reply to a gated call: its gate is closed (the call's untimed device
+work, the inputs' draw, is done), the whole call is queued behind it, then the device is done with it
+(grader.timing.DeviceClock.time_call)."""
 
 
 class GateWord:
@@ -248,10 +249,6 @@ class GateWord:
 
     def open(self) -> None:
         self._pack(self.mm, 0, 1)
-
-    def is_open(self) -> bool:
-        """The word reads 1: nobody has closed the gate since it was last opened."""
-        return self.mm[0:4] != bytes(4)
 
     def close(self) -> None:
         if self.fd is not None:
@@ -308,7 +305,8 @@ class _Mapped:
 
 
 class Arena(_Mapped):
-    """Parent side. An answer of a task's reference (float64, as big as the output, often twice that with
+    """Parent side. Lent to a task reference's worker for its answers, and to a slot's candidate workers for their
+    fetched outputs (`Slot.lend_output_arena`). An answer of a task's reference (float64, as big as the output, often twice that with
     its error scale) used to cross the host through a fresh memfd each time: every page faulted in and
     zeroed twice over, about a second per answer at the largest sizes. The arena is made once per
     reference worker, sized for the card's largest answer, and the worker writes every answer into it.
@@ -331,6 +329,12 @@ class Arena(_Mapped):
 
     def read(self, metas: list[dict], device: str) -> list:
         return _read(self.buf, self.nbytes, metas, device)
+
+    def scrub(self) -> None:
+        """Zero it all: an arena lent to one worker after another (a slot's candidates) hands none of them what
+        the last one wrote there, the grader's copies or its own."""
+        if self.buf is not None:
+            self.buf.zero_()
 
     def close(self) -> None:
         super().close()

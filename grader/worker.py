@@ -38,9 +38,12 @@ LAUNCH_STORAGES: set[int] = set()  # storage addresses of tensors passed to @tri
 FOREIGN_STREAM_LAUNCHES: dict[str, int] = {}  # launches on a stream other than the caller's (threat 7)
 _STREAM = {"caller": None, "raw": None}  # the caller's raw CUDA stream during a call; the reader of it
 REBASES = {"load": frozenset({"Worker.fn", "Worker.scale_fn", "Worker._guarded", "os.environ"}),
-           "watch": frozenset({"Worker._watching"})}
+           "watch": frozenset({"Worker._watching"}),
+           "arena": frozenset({"Worker._arena", "Worker._arena_error"}),
+           "reference": frozenset({"Worker._answer_key"})}
 """What a request may change in the worker's own state: a load sets the entry point and the audited
-environment, a watch opens or closes the observation; nothing else may change."""
+environment, a watch opens or closes the observation, an arena lent before the load is taken, a reference's answer
+notes its size; nothing else may change."""
 MAX_EXT_REPORT_HEADER = 256 << 10
 """Largest build report (its materials hold the full extension sources) sent in a reply header; a
 larger one is dropped, so a huge extension compiles every time instead of overflowing the frame."""
@@ -328,8 +331,11 @@ class Worker:
         # of a slot, it would otherwise hold its largest float64 answer's memory while idle.
         self._empty_cache = torch.cuda.empty_cache if self.cuda and role == "reference" else None
         self.role = role
-        self._arena = None  # a reference worker's answers go into the arena its parent lends it (wire.Arena)
+        # The arena its parent lends it (wire.Arena): a reference worker's answers go into it, and a candidate
+        # worker's fetched outputs (and the inputs kept with them).
+        self._arena = None
         self._arena_error = None
+        self._answer_key = None  # the size of a reference worker's last answer (`_reference`)
         if self.cuda:  # the call Triton itself makes to find the stream it launches on
             self._raw_stream = boundary.sealed(lambda _get=torch._C._cuda_getCurrentRawStream,
                                                _dev=torch.cuda.current_device(): _get(_dev))
@@ -389,7 +395,8 @@ class Worker:
 
         self._announce = announce
         ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release,
-               "reference": self._reference, "inputs": self._task_inputs, "watch": self._watch, "gate": self._gate}
+               "reference": self._reference, "inputs": self._task_inputs, "watch": self._watch, "gate": self._gate,
+               "arena": self._lend_arena}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
         state = self._state
         while True:
@@ -407,10 +414,10 @@ class Worker:
                     return
                 if op == "call":
                     msg["_given_fd"] = fd_in
-                elif op == "gate":
-                    msg["_gate_fd"] = fd_in
+                elif op in ("gate", "arena"):
+                    msg["_lent_fd"] = fd_in
                 else:
-                    self._take_arena(fd_in)
+                    self._take_arena(fd_in, "reference")
             if op == "bye":
                 send(sock, {"ok": True})
                 return
@@ -444,7 +451,7 @@ class Worker:
     def _gate(self, msg: dict):
         """Arm the clock's launch gate with the page the parent lends (grader.timing.StreamGate), once, before
         any candidate code has run; its state."""
-        fd = msg.pop("_gate_fd", None)
+        fd = msg.pop("_lent_fd", None)
         if fd is None:
             return {"ok": False, "error_kind": "protocol", "error": "no gate page lent"}, None
         if self._guarded or self.clock.gate is None or self.clock.gate.ok:
@@ -453,17 +460,31 @@ class Worker:
                     else "off: this worker does not time" if self.clock.gate is None else "on"}, None
         return {"ok": True, "gate": self.clock.gate.arm(fd)}, None
 
-    def _take_arena(self, fd: int) -> None:
-        """Map the arena, once, before the reference is imported (its page-locking runs on a thread of
-        its own, which must exist and end before the thread watch starts). A refusal leaves the answers
+    def _take_arena(self, fd: int, role: str) -> None:
+        """Map the arena, once, in a worker of `role`, before corpus code is imported (its page-locking runs on a
+        thread of its own, which must exist and end before the thread watch starts). A refusal leaves the answers
         on the memfd path, as they were; the error is told with the first answer."""
-        if self.role != "reference" or self._guarded or self._arena is not None:
+        if self.role != role or self._guarded or self._arena is not None:
             os.close(fd)
             return
         try:
             self._arena = wire.ArenaView(fd, pin=self.cuda)
         except (OSError, ValueError, RuntimeError) as e:
             self._arena_error = f"{type(e).__name__}: {e}"
+
+    def _lend_arena(self, msg: dict):
+        """A candidate worker's arena for its fetches (`_fetch`), lent before its code is loaded; its state."""
+        fd = msg.pop("_lent_fd", None)
+        if fd is None:
+            return {"ok": False, "error_kind": "protocol", "error": "no arena lent"}, None
+        if self.role != "candidate" or self._guarded:
+            os.close(fd)
+            return {"ok": True, "arena": "off: lent after candidate code ran" if self._guarded
+                    else f"off: a {self.role} worker fetches through memfds"}, None
+        self._take_arena(fd, "candidate")
+        arena = self._arena
+        state = ("pinned" if arena.pinned else "mapped") if arena is not None else f"off: {self._arena_error}"
+        return {"ok": True, "arena": state}, None
 
     def _load(self, msg: dict):
         t0 = _perf_ns()
@@ -649,6 +670,12 @@ class Worker:
         if out is None:
             return {"ok": False, "error_kind": "protocol", "error": f"no kept output {idx}"}, None
         parts = [out] + list(self.kept_inputs.get(idx, []) if msg.get("with_inputs") else [])
+        # Into the lent arena when they fit (page-locked: a copy at the link's speed, where a fresh memfd faults in
+        # and zeroes every page first: H200 run 40, 0.1 s a fetch of a 128 MB output); the parent copies them out
+        # before any candidate code runs again.
+        metas = self._arena.write(parts) if self._arena is not None else None
+        if metas is not None:
+            return {"ok": True, "tensors": metas, "arena": True}, None
         metas, fd = wire.tensors_to_memfd(parts)
         return {"ok": True, "tensors": metas}, fd
 
@@ -703,7 +730,7 @@ class Worker:
         return {"ok": True, "given": {"metas": packed["metas"], "layout": layout}, "digest": packed["digest"]}, \
             packed["fd"]
 
-    def _reference(self, msg: dict, _type=type):
+    def _reference(self, msg: dict, _type=type, _now=_perf_ns):
         """A task reference's answer (and error scale) in float64 on the inputs of `seed`. The reference is
         corpus code, as untrusted as a candidate: it runs here, in a sandboxed worker of its own, on a
         thread of its own, untimed; the sealed parent receives only the tensors, through a sealed memfd.
@@ -711,6 +738,15 @@ class Worker:
         their digest goes back, so the parent sees whether they are what the candidate was given."""
         if self.fn is None:
             return {"ok": False, "error_kind": "protocol", "error": "no reference loaded"}, None
+        t_begin = _now()
+        # The cached device memory goes back when the size changes, not after every answer: a size's answers reuse
+        # its blocks (H200 run 45: 10 ms an answer to free and allocate them again), and a kept worker idles on one
+        # size's memory at most. The last answer and inputs were dropped on the thread that made them.
+        key = (repr(msg.get("specs")), bool(msg.get("task_inputs")))
+        if self._empty_cache is not None and key != self._answer_key:
+            self.runner.bury(self.runner.run(self._empty_cache, ()))
+        self._answer_key = key
+        t_emptied = _now()
         digest = None
         if msg.get("task_inputs"):
             values, err = self._own_inputs(int(msg["seed"]))
@@ -723,9 +759,12 @@ class Worker:
             del values
         else:
             inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
+        t_inputs = _now()
         box = self.runner.run(_reference_call, (self.fn, self.scale_fn, inputs, self._upcast))
         self.runner.bury(box, inputs)
+        t_run = _now()
         changed = self._state() + ([box[2]] if box[2] else [])
+        t_checked = _now()
         if changed:
             return {"ok": False, "error_kind": "interpreter", "error": "; ".join(changed)[:2000]}, None
         if box[1] is not None:
@@ -737,12 +776,15 @@ class Worker:
         metas, fd = (self._arena.write(parts) if self._arena is not None else None), None
         if metas is None:
             metas, fd = wire.tensors_to_memfd(parts)
+        t_written = _now()
         scaled = box[0][1] is not None
         del parts, box, inputs
-        if self._empty_cache is not None:  # the answer and inputs are dropped on this thread's start first
-            self.runner.bury(self.runner.run(self._empty_cache, ()))
         return {"ok": True, "tensors": metas, "scaled": scaled, "arena": fd is None, "inputs_digest": digest,
-                "arena_pinned": bool(self._arena and self._arena.pinned), "arena_error": self._arena_error}, fd
+                "arena_pinned": bool(self._arena and self._arena.pinned), "arena_error": self._arena_error,
+                # where the answer's time went (ms): giving the cached device memory back (at a new size), the
+                # inputs, the reference's run, the interpreter check, the copy to this side
+                "parts_ms": [(t_emptied - t_begin) / 1e6, (t_inputs - t_emptied) / 1e6, (t_run - t_inputs) / 1e6,
+                             (t_checked - t_run) / 1e6, (t_written - t_checked) / 1e6]}, fd
 
     def _release(self, msg: dict):
         self.kept.clear()

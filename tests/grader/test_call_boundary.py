@@ -83,13 +83,15 @@ def test_a_parked_thread_that_gets_no_work_is_ended():
     assert thread_count(os.getpid()) == before
 
 
-def test_the_parent_opens_a_gated_call_inside_its_window_and_a_silent_one_after_the_patience():
-    """The parent's side of the launch gate (grader.timing.StreamGate, WorkerConn._let_through), against a worker
-    speaking the protocol over a socket pair: a gated call is sent inside its device window, which is held until
-    "done"; the gate opens only after "queued"; a call silent past the patience (it waits for the device) is
-    opened anyway and said to have stalled, unless it closed its gate only after that (it was still preparing
-    the call): then it is opened again once queued; an ungated call takes no window and its page is never touched; a
-    call that fails before queuing is answered as it is; frames out of turn are forged."""
+def test_the_parent_lets_a_gated_call_through_in_a_draw_window_then_a_device_window():
+    """The parent's side of the launch gate (grader.timing.StreamGate, WorkerConn._gated), against a worker
+    speaking the protocol over a socket pair: a gated call is sent inside its draw window, held until the worker
+    says "drawn" (its gate is closed); it launches in no window; the gate opens only inside its device window,
+    after "queued", and that window is held until "done". A call silent past the patience (it waits for the
+    device) is opened anyway, inside the device window, and said to have stalled (unless it is given more patience);
+    a call whose gate would not close runs whole in its draw window, and one of a worker without a gate in its device
+    window. An ungated call takes no window and its page is never touched; a call
+    that fails before closing its gate or before queuing is answered as it is; frames out of turn are forged."""
     import contextlib
     import mmap
     import socket
@@ -108,57 +110,74 @@ def test_the_parent_opens_a_gated_call_inside_its_window_and_a_silent_one_after_
     seen, windows = [], []
 
     @contextlib.contextmanager
-    def window():
-        windows.append("in")
+    def window(kind):
+        windows.append((kind, "in"))
         yield
-        windows.append(("out", word()))
+        windows.append((kind, "out", word()))
 
     def worker(script: list):
         wire.recv(theirs, 0)
-        if "close" not in script:
-            page[:4] = bytes(4)  # the worker closes its gate
         for step in script:
             if step == "sleep":
                 _time.sleep(5 * timing.GATE_PATIENCE_S)
-            elif step == "close":  # late: after drawing its inputs, which may wait for the device
+            elif step == "close":  # the worker closes its gate, after its draw
                 page[:4] = bytes(4)
-            elif step == "wait":  # the worker's spin until its gate is open (for at most a second here)
-                end = _time.monotonic() + 1.0
-                while not word() and _time.monotonic() < end:
-                    _time.sleep(0.001)
             elif step == "look":
                 seen.append((word(), list(windows)))
             else:
                 wire.send(theirs, step)
 
-    queued, done, ok = wire.GATE_FRAMES["queued"], wire.GATE_FRAMES["done"], {"ok": True, "ms": 0.01}
-    cases = (  # (gated, the worker's script, what it sees at each look, stalled)
-        (True, ["look", queued, "sleep", "look", done, ok], [(0, ["in"]), (1, ["in"])], False),
-        (True, ["sleep", "look", queued, done, ok], [(1, ["in"])], True),
-        # silent past the patience because it was still preparing, its gate closed only after the parent opened it:
-        # that opening is lost, and the parent opens the gate again once the call says it is queued (H200 run 42
-        # waited for ever)
-        (True, ["sleep", "close", queued, "wait", "look", done, ok], [(1, ["in"])], False),
-        (False, ["sleep", "look", ok], [(0, [])], None),
+    drawn, queued, done = (wire.GATE_FRAMES[k] for k in ("drawn", "queued", "done"))
+    ok = {"ok": True, "ms": 0.01}
+    draw_in, draw_out = ("draw", "in"), ("draw", "out", 0)
+    cases = (  # (gated, the worker's script, what it sees at each look, stalled, the windows taken)
+        (True, ["look", "close", drawn, queued, "sleep", "look", done, ok],
+         [(1, [draw_in]), (1, [draw_in, draw_out, ("device", "in")])], False,
+         [draw_in, draw_out, ("device", "in"), ("device", "out", 1)]),
+        # launching waits for the device: opened after the patience, inside the device window
+        (True, ["close", drawn, "sleep", "look", queued, done, ok],
+         [(1, [draw_in, draw_out, ("device", "in")])], True,
+         [draw_in, draw_out, ("device", "in"), ("device", "out", 1)]),
+        # a gate that would not close: no "drawn", and the call runs whole in its draw window
+        (True, ["look", queued, done, ok], [(1, [draw_in])], True, [draw_in, ("draw", "out", 1)]),
+        (False, ["sleep", "look", ok], [(1, [])], None, []),
     )
-    for gated, script, looks, stalled in cases:
+    for gated, script, looks, stalled, taken in cases:
         seen.clear()
         windows.clear()
+        page[:4] = (1).to_bytes(4, "little")
         t = threading.Thread(target=worker, args=(script,))
         t.start()
         reply, _, parent_ms = conn.request({"op": "call", "gated": gated}, 5.0, window=window)
         t.join()
         assert seen == looks, (gated, script, seen)
         assert reply["ok"] and reply.get("stalled") == stalled, reply
+        assert windows == taken, windows
         if gated:
-            assert windows == ["in", ("out", 1)]
             assert 0 < reply["window_ms"] <= parent_ms
-    t = threading.Thread(target=worker, args=([{"ok": False, "error": "out of memory"}],))
+    # a launch that takes longer than the timed calls' patience, within the one it is given (an expert's compile)
+    windows.clear()
+    t = threading.Thread(target=worker, args=(["close", drawn, "sleep", "look", queued, done, ok],))
     t.start()
-    reply, _, _ = conn.request({"op": "call", "gated": True}, 5.0, window=window)
+    reply, _, _ = conn.request({"op": "call", "gated": True}, 5.0, window=window, patience_s=1.0)
     t.join()
-    assert reply == {"ok": False, "error": "out of memory"} and word() == 1  # nothing left held
-    for forged in ([done], [queued, queued], [queued, done, done]):
+    assert reply["ok"] and reply["stalled"] is False and seen[-1] == (0, [draw_in, draw_out]), (reply, seen)
+    # a worker without a gate, asked for a gated call: the whole call is its device window
+    bare = WorkerConn(sock=ours, audit=ours, pid=0)
+    windows.clear()
+    t = threading.Thread(target=worker, args=(["look", ok],))
+    t.start()
+    reply, _, _ = bare.request({"op": "call", "gated": True}, 5.0, window=window)
+    t.join()
+    assert reply == ok and seen[-1][1] == [("device", "in")] and windows[-1][:2] == ("device", "out")
+    for failed in ([{"ok": False, "error": "out of memory"}], ["close", drawn, {"ok": False, "error": "raised"}]):
+        page[:4] = (1).to_bytes(4, "little")
+        t = threading.Thread(target=worker, args=(failed,))
+        t.start()
+        reply, _, _ = conn.request({"op": "call", "gated": True}, 5.0, window=window)
+        t.join()
+        assert reply == failed[-1] and word() == 1  # nothing left held
+    for forged in ([done], [queued, queued], [drawn, done], [drawn, drawn], [drawn, queued, done, done]):
         t = threading.Thread(target=worker, args=(forged,))
         t.start()
         with pytest.raises(wire.FrameError):

@@ -402,42 +402,99 @@ def test_device_lock_lets_timing_loops_interleave_by_window_but_never_beside_che
         assert solo._held["exclusive"] == 1
 
 
+def _hammer(kinds: tuple, take, alone: tuple, threads: int, rounds: int, pause_s: float, around=None
+            ) -> tuple[int, list, dict]:
+    """Threads each taking `rounds` holds of a kind drawn from `kinds` (`take(kind)`, all inside `around()` when
+    given), holding each up to `pause_s`. Returns how many threads got through, every moment two kinds (or two
+    holders of a kind in `alone`) held at once, and the most holders of each kind at once."""
+    import contextlib
+    import random as _random
+    import threading
+    import time as _time
+
+    now, most, bad, done, guard = dict.fromkeys(kinds, 0), dict.fromkeys(kinds, 0), [], [], threading.Lock()
+
+    def worker(seed):
+        rng = _random.Random(seed)
+        with around() if around is not None else contextlib.nullcontext():
+            for _ in range(rounds):
+                kind = rng.choice(kinds)
+                with take(kind):
+                    with guard:
+                        now[kind] += 1
+                        most[kind] = max(most[kind], now[kind])
+                        if any(n for k, n in now.items() if k != kind) or (kind in alone and now[kind] > 1):
+                            bad.append(dict(now))
+                    _time.sleep(rng.random() * pause_s)
+                    with guard:
+                        now[kind] -= 1
+        done.append(seed)
+
+    pool = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join(30)
+    return len(done), bad, most
+
+
 def test_device_lock_under_many_waiters_of_every_kind_admits_them_all_and_never_mixes_kinds():
     """Twelve threads asking for every kind of hold at random, many waiting at once with the same kind: all get
     through, and no hold ever overlaps one of another kind (two waiters of one kind are two places in the queue:
     H200 runs 37 and 38 stalled when taking one waiter's place out removed another's, whose ghost then blocked
     every other kind for good)."""
-    import random as _random
-    import threading
-    import time as _time
 
     from grader.devicelock import KINDS, DeviceLock
 
-    lock, now, bad, done = DeviceLock(), dict.fromkeys(KINDS, 0), [], []
-    guard = threading.Lock()
-
-    def worker(seed):
-        rng = _random.Random(seed)
-        for _ in range(40):
-            kind = rng.choice(KINDS)
-            with getattr(lock, kind)():
-                with guard:
-                    now[kind] += 1
-                    if any(n for k, n in now.items() if k != kind) or (kind == "exclusive" and now[kind] > 1):
-                        bad.append(dict(now))
-                _time.sleep(rng.random() * 0.002)
-                with guard:
-                    now[kind] -= 1
-        done.append(seed)
-
-    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert len(done) == 12, (len(done), lock.state())
+    lock = DeviceLock()
+    done, bad, _ = _hammer(KINDS, lambda kind: getattr(lock, kind)(), ("exclusive",), threads=12, rounds=40,
+                           pause_s=0.002)
+    assert done == 12, (done, lock.state())
     assert not bad, bad[:3]
-    assert lock.state() == {"held": dict.fromkeys(KINDS, 0), "waiting": [], "window_taken": False}
+    assert lock.state() == {"held": dict.fromkeys(KINDS, 0), "waiting": [], "windows": {"draw": 0, "device": 0}}
+
+
+def test_draw_windows_run_beside_each_other_never_beside_a_device_window_and_take_turns_in_the_order_asked():
+    """Inside the loops' hold (grader/devicelock.py): many threads taking draw and device windows at random; no
+    device window ever overlaps another window of either kind, draws did overlap one another, and every thread got
+    through. Then the order: a device window asked for while draws run waits for them, and a draw asked for after
+    it waits for the device window (batches in the order asked, so neither kind starves)."""
+    import threading
+    import time as _time
+
+    from grader.devicelock import DeviceLock
+
+    lock = DeviceLock()
+    done, bad, most = _hammer(("draw", "draw", "device"), lock.window, ("device",), threads=8, rounds=60,
+                              pause_s=0.001, around=lock.loop)
+    assert done == 8 and not bad, (done, bad[:3], lock.state())
+    assert most["draw"] > 1  # draws ran side by side
+    stats = lock.stats()
+    assert stats["windows"] + stats["draw_windows"] == 8 * 60 and stats["window_s"] > 0 and stats["draw_window_s"] > 0
+
+    log, lk = [], threading.Lock()
+
+    def take(kind, name, hold, started=None):
+        with lock.window(kind):
+            with lk:
+                log.append(f"{name}+")
+            if started is not None:
+                started.set()
+            _time.sleep(hold)
+            with lk:
+                log.append(f"{name}-")
+
+    first = threading.Event()
+    runs = [threading.Thread(target=take, args=("draw", "a", 0.05, first))]
+    runs[0].start()
+    first.wait()
+    for kind, name in (("device", "D"), ("draw", "b")):
+        runs.append(threading.Thread(target=take, args=(kind, name, 0.01)))
+        runs[-1].start()
+        _time.sleep(0.01)
+    for t in runs:
+        t.join(5)
+    assert log == ["a+", "a-", "D+", "D-", "b+", "b-"], log
 
 
 def test_a_long_timing_loop_gives_way_to_waiting_check_work_and_takes_its_place_again_behind_it():
@@ -579,10 +636,11 @@ def test_a_call_that_waits_for_the_device_behind_the_gate_is_let_through_by_anot
 
 @pytest.mark.gpu
 def test_a_told_call_waits_behind_its_gate_until_the_parent_opens_it_and_its_device_time_fits_the_window():
-    """The protocol of an interleaved loop (grader/devicelock.py) on the device: the clock says "queued", the
-    device does nothing of the call until the parent opens the gate (here 30 ms later, from another thread
-    through the lent page), then the clock says "done"; the call's device interval and gap fit inside the
-    parent's window from opening to "done", and a draw queued behind the gate before the call is ready in it."""
+    """The protocol of an interleaved loop (grader/devicelock.py) on the device: the clock says "drawn" (its gate is
+    closed), then "queued"; the device does nothing of the call until the parent opens the gate (here 30 ms later,
+    from another thread through the lent page), then the clock says "done"; the call's device interval and gap fit
+    inside the parent's window from opening to "done", and a draw queued behind the gate before the call is ready
+    in it."""
     import mmap
     import struct
     import threading
@@ -609,7 +667,7 @@ def test_a_told_call_waits_behind_its_gate_until_the_parent_opens_it_and_its_dev
         assert clock.gate.close()
         a = torch.randn(1 << 22, device="cuda")  # queued behind the gate, as a worker's draw is
         out, _, ms, host_ms, gap_ms = clock.time_call(lambda: a * 2, (), gated=True, announce=announce)
-        assert said == ["queued", "done"]
+        assert said == ["drawn", "queued", "done"]  # "drawn" once the gate is closed (the caller closed it here)
         assert marks["done"] - marks["queued"] >= 0.03 and host_ms >= 30, (host_ms, marks)
         window_ms = (marks["done"] - marks["open"]) * 1e3
         assert 0 < ms + gap_ms <= window_ms + 0.05, (ms, gap_ms, window_ms)

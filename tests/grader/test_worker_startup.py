@@ -318,3 +318,45 @@ def test_start_failure_in_fresh_mode_reaches_the_parent_too():
         r = _start_failure(svc, bad)
     assert (r.status, r.reason_code) == (Status.INFRA_ERROR, Reason.INFRA), r.reason
     assert r.reason.startswith("worker failed to start: ") and text in r.reason, r.reason
+
+
+def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candidate_finds_scrubbed(service):
+    """A candidate worker is lent its slot's output arena before its code loads (later, it is refused); a fetch
+    that fits comes back through it (no memfd), one too big for it through a memfd; the slot scrubs the arena when
+    the worker is finished, so the slot's next candidate finds none of the last one's bytes. A grade says how its
+    outputs came back."""
+    import torch
+
+    from grader import wire
+    from grader.inputs import make_inputs
+
+    slot = service.slots[0]
+    device = service.device
+    lent = "pinned" if device.startswith("cuda") else "mapped"  # page-locked on CUDA only
+    conn = slot.spawn(60.0)
+    try:
+        assert slot.lend_output_arena(conn, 1 << 20, 30.0) == lent
+        arena = conn.out_arena  # 2 MiB at least: grown to the largest fetch the slot's grades so far needed
+        assert arena is not None and arena.nbytes >= 2 << 20
+        reply, _, _ = conn.request({"op": "load", "source": HONEST, "entry_point": "run", "ext_offer": []}, 60.0)
+        assert reply["ok"], reply
+        assert slot.lend_output_arena(conn, 1 << 20, 30.0) == "off: lent after candidate code ran"
+        big = arena.nbytes // 2048 + 64  # rows of 1 KiB: input and output together just past the arena
+        for rows, through_arena in ((64, True), (big, False)):
+            specs = [{"shape": [rows, 256], "dtype": "float32", "dist": "normal", "mean": [0.5, 0.5], "std": [1, 1],
+                      "low": 0.0, "high": 1.0}]
+            call, _, _ = conn.request({"op": "call", "specs": specs, "seed": 7, "out_nbytes": rows * 256 * 4,
+                                       "keep_inputs": True, "tag": "check", "trace": False, "gated": False}, 60.0)
+            assert call["ok"], call
+            got, _, _ = conn.request({"op": "fetch", "idx": call["idx"], "with_inputs": True}, 60.0)
+            assert got["ok"] and got.get("arena", False) is through_arena and got.get("_fd", False) is not through_arena
+            tensors = (arena.read(got["tensors"], device) if through_arena
+                       else wire.tensors_from_memfd(got["tensors"], wire.recv_fd(conn.sock), device))
+            x = make_inputs(specs, 7, device)[0]
+            assert torch.equal(tensors[1], x) and torch.allclose(tensors[0], torch.softmax(x, -1), atol=1e-6)
+        assert bool(arena.buf.any())
+    finally:
+        slot.finish(conn)
+    assert conn.out_arena is None and not bool(arena.buf.any())  # the slot's arena, kept and scrubbed
+    r = _grade(service, "through_the_arena", HONEST)
+    assert r.status.value == "correct" and r.sandbox["output_arena"] == lent, (r.reason, r.sandbox)
