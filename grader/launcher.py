@@ -68,22 +68,28 @@ class WorkerConn:
     so it outlives the worker."""
 
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None,
-                window=None, patience_s: float = timing.GATE_PATIENCE_S) -> tuple[dict, bytes, float]:
+                window=None, patience_s: float = timing.GATE_PATIENCE_S, whole: bool = False
+                ) -> tuple[dict, bytes, float]:
         """Send one message (with an optional raw payload, or a descriptor to lend) and wait for its reply;
         returns (reply, payload, parent_ms). A gated call is let through its gate in two windows when `window`
         is given (grader.devicelock): `window("draw")` from its message to the worker's "drawn" (its untimed
         device work is done and its gate closed), `window("device")` from the gate's opening to "done" (the
         device is this call's alone). Between the two it launches behind its closed gate, in no window; its
         reply is read after both. `patience_s`: how long its launch may take before the parent opens its gate
-        anyway (`_let_through`). A call asked to be gated of a worker that has no gate is one `window("device")`,
-        message to reply."""
+        anyway (`_let_through`). `whole`: one `window("device")` from the message to "done" instead, as before
+        grader 0.13.0 (no other worker's gate is closed meanwhile). A call asked to be gated of a worker that has no
+        gate is one `window("device")`, message to reply."""
         self.sock.settimeout(max(timeout_s, 0.001))
         cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
         gated = bool(msg.get("gated")) and self.gate is not None
         t0 = time.perf_counter_ns()
         ended = None
         if gated:
-            ended, gate_record = self._gated(msg, payload, fd, cap, window, patience_s)
+            if whole and window is not None:
+                with window("device"):
+                    ended, gate_record = self._gated(msg, payload, fd, cap, None, patience_s)
+            else:
+                ended, gate_record = self._gated(msg, payload, fd, cap, window, patience_s)
         elif msg.get("gated") and window is not None:
             with window("device"):
                 self._send(msg, payload, fd)

@@ -69,6 +69,11 @@ class Effort:
     against itself (bench/gpu_acceptance.py --without draw_before_gate)."""
     reference_first: bool = True
     """The task's reference worker starts before a size's check calls take the device lock; off: inside it."""
+    split_window: bool = True
+    """A timed call of an interleaved loop holds the device alone only from its gate's opening to "done"; its
+    draw runs beside other draws, and its launch in no window (0.13.0). Off: one window from its message to
+    "done", so no other worker's gate is ever closed during it (0.11.0 and 0.12.0; bench/gpu_acceptance.py
+    --without split_window)."""
 
     @staticmethod
     def for_device(cuda: bool) -> "Effort":
@@ -689,7 +694,8 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool
     t = time.monotonic()
     try:
         reply, _, parent_ms = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=(window or g.window) if gated
-                                             else None, patience_s=patience_s)
+                                             else None, patience_s=patience_s,
+                                             whole=window is None and not g.effort.split_window)
         reply["parent_ms"] = parent_ms
         g.waited_s += time.monotonic() - t  # the twin's time is the grader's, not the attempt's
     except (OSError, wire.WireError) as e:
@@ -758,7 +764,8 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, tra
     msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, tag=tag, trace=trace)
     # a traced call is a window whole (its session opens with a marker kernel): its gate opens inside that one
     reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd,
-                                   window=g.window if msg["gated"] and not trace else None)
+                                   window=g.window if msg["gated"] and not trace else None,
+                                   whole=not g.effort.split_window)
     _check_guards(g.conn, reply, slot)
     if not reply.get("ok"):
         if reply.get("error_kind") == "oom":
@@ -1048,9 +1055,9 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     return tensors[0], (tensors[1] if len(tensors) > 1 else None)
 
 
-def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None, window=None
-             ) -> tuple[dict, bytes, float]:
-    return conn.request(msg, remaining(), payload, fd, window=window)
+def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None, window=None,
+             whole: bool = False) -> tuple[dict, bytes, float]:
+    return conn.request(msg, remaining(), payload, fd, window=window, whole=whole)
 
 
 def _offer(cache: compile_cache.CompileCache, source: str, env: compile_cache.BuildEnv) -> tuple[list, bytes]:

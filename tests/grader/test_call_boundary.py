@@ -89,8 +89,8 @@ def test_the_parent_lets_a_gated_call_through_in_a_draw_window_then_a_device_win
     says "drawn" (its gate is closed); it launches in no window; the gate opens only inside its device window,
     after "queued", and that window is held until "done". A call silent past the patience (it waits for the
     device) is opened anyway, inside the device window, and said to have stalled (unless it is given more patience);
-    a call whose gate would not close runs whole in its draw window, and one of a worker without a gate in its device
-    window. An ungated call takes no window and its page is never touched; a call
+    a call whose gate would not close runs whole in its draw window, and one of a worker without a gate, or one asked
+    to (`whole`), in its device window. An ungated call takes no window and its page is never touched; a call
     that fails before closing its gate or before queuing is answered as it is; frames out of turn are forged."""
     import contextlib
     import mmap
@@ -162,6 +162,14 @@ def test_the_parent_lets_a_gated_call_through_in_a_draw_window_then_a_device_win
     reply, _, _ = conn.request({"op": "call", "gated": True}, 5.0, window=window, patience_s=1.0)
     t.join()
     assert reply["ok"] and reply["stalled"] is False and seen[-1] == (0, [draw_in, draw_out]), (reply, seen)
+    # asked for one window (Effort.split_window off, as before 0.13.0): the device window from message to "done"
+    windows.clear()
+    t = threading.Thread(target=worker, args=(["close", drawn, "look", queued, done, ok],))
+    t.start()
+    reply, _, _ = conn.request({"op": "call", "gated": True}, 5.0, window=window, whole=True)
+    t.join()
+    assert reply["ok"] and reply["stalled"] is False and seen[-1] == (0, [("device", "in")]), (reply, seen)
+    assert windows == [("device", "in"), ("device", "out", 1)], windows
     # a worker without a gate, asked for a gated call: the whole call is its device window
     bare = WorkerConn(sock=ours, audit=ours, pid=0)
     windows.clear()
