@@ -122,7 +122,6 @@ class SealedTask:
         most = max((_prod(resolve_shape(self.card.output_shape, s)) for s, _ in self.card.sizes(profile)), default=0)
         return (2 if self.card.error_scale else 1) * (8 * most + 64)
 
-
     @property
     def fetch_bytes(self) -> int:
         """Bytes of a candidate's largest fetch on this device's sizes: a check call's output and the input tensors
@@ -402,11 +401,11 @@ def _check_size(g: _Grade, sz: _Size) -> float:
         g.first_call = False
         with (contextlib.nullcontext() if compiling else _hold(g, "shared", "check call")):
             reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
-        if not compiling:
-            _note_parts(g, "check call", reply)
         if compiling:  # charged to compilation
             g.phases["compile"] += time.perf_counter() - t_call
             t += time.perf_counter() - t_call
+        else:
+            _note_parts(g, "check call", reply)
         with _hold(g, "shared", "verify a check call"):
             v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
         worst = max(worst, v.max_rel_err)

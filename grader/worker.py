@@ -741,7 +741,7 @@ class Worker:
         t_begin = _now()
         # The cached device memory goes back when the size changes, not after every answer: a size's answers reuse
         # its blocks (H200 run 45: 10 ms an answer to free and allocate them again), and a kept worker idles on one
-        # size's memory at most. The last answer and inputs were dropped on the thread that made them.
+        # size's memory at most. The last answer and inputs, buried, are dropped as that thread starts.
         key = (repr(msg.get("specs")), bool(msg.get("task_inputs")))
         if self._empty_cache is not None and key != self._answer_key:
             self.runner.bury(self.runner.run(self._empty_cache, ()))
