@@ -123,9 +123,10 @@ class DeviceLock:
 
     @contextmanager
     def _take(self, kind: str, purpose: str = ""):
+        t = time.monotonic()
         with self._cond:
             self._acquire(kind)
-        t = time.monotonic()
+        waited, t = time.monotonic() - t, time.monotonic()
         try:
             yield
         finally:
@@ -133,6 +134,7 @@ class DeviceLock:
                 self._release(kind)
             if purpose:  # holder-seconds: holds of one kind overlap, so these add up past the wall clock
                 self.note(purpose, time.monotonic() - t)
+                self.note(f"{purpose}: waiting for the hold", waited)
 
     def give_way(self, kind: str) -> float:
         """For a holder of `kind` (as asked: `loop` is `exclusive` with interleave off) between two pieces of its

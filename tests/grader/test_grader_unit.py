@@ -397,6 +397,23 @@ def test_device_lock_lets_timing_loops_interleave_by_window_but_never_beside_che
         pass
     n, held = lock.stats()["purposes"]["verify"]
     assert n == 2 and held >= 0.01
+    n, waited = lock.stats()["purposes"]["verify: waiting for the hold"]  # nobody held it: no wait to speak of
+    assert n == 2 and 0 <= waited < 0.01
+    looping = threading.Event()
+
+    def a_loop():
+        with lock.loop():
+            looping.set()
+            _time.sleep(0.05)
+
+    blocker = threading.Thread(target=a_loop)
+    blocker.start()
+    looping.wait()
+    with lock.shared("verify"):  # waits for the loop's end
+        pass
+    blocker.join()
+    n, waited = lock.stats()["purposes"]["verify: waiting for the hold"]
+    assert n == 3 and waited >= 0.03, waited
     solo = DeviceLock(interleave=False)
     with solo.loop():
         assert solo._held["exclusive"] == 1
