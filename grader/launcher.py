@@ -154,9 +154,11 @@ class WorkerConn:
             t_open = time.perf_counter_ns() if t_open is None else t_open
             self.gate.open()
             frame, blob = wire.recv(self.sock, cap)
-            if first is None and frame == frames["queued"]:  # queued now the device let it finish launching (its
-                frame, blob = wire.recv(self.sock, cap)      # gate closed before "drawn": no opening is lost here,
-            t_done = time.perf_counter_ns()                  # as H200 run 42's was)
+            # Silent past the patience: queued now the device let it finish launching. Its gate closed before
+            # "drawn", so this opening cannot be lost to a later close (as H200 run 42's was).
+            if first is None and frame == frames["queued"]:
+                frame, blob = wire.recv(self.sock, cap)
+            t_done = time.perf_counter_ns()
         if frame.get("gate") is not None and frame != frames["done"]:
             raise wire.FrameError(f"a {frame['gate']!r} frame out of turn in a gated call")
         if frame != frames["done"]:  # the call ended without reaching the device's end (an error): its reply

@@ -942,8 +942,9 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Ver
             raise wire.WireError("it answered in an arena it was never lent")
     except (wire.WireError, OSError, ValueError, TypeError, AttributeError, KeyError) as e:
         raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
-    g.phases["transfer"] += time.perf_counter() - t_fetch
-    g.gpu_lock.note("verify: fetch", time.perf_counter() - t_fetch)
+    fetched = time.perf_counter() - t_fetch
+    g.phases["transfer"] += fetched
+    g.gpu_lock.note("verify: fetch", fetched)
     t_ref = time.perf_counter()
     if with_inputs:  # the tensors among the inputs (a Python number cannot be changed in place)
         inputs = (_given_tensors(g, sz, seed) if sz.given else

@@ -358,5 +358,11 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     finally:
         slot.finish(conn)
     assert conn.out_arena is None and not bool(arena.buf.any())  # the slot's arena, kept and scrubbed
+    before = service.gpu_lock.stats()["purposes"]
     r = _grade(service, "through_the_arena", HONEST)
     assert r.status.value == "correct" and r.sandbox["output_arena"] == lent, (r.reason, r.sandbox)
+    # and its check work is broken down in the lock's stats: the verifications' parts, the reference worker's own
+    after = service.gpu_lock.stats()["purposes"]
+    for part in ("verify: fetch", "verify: reference", "verify: compare", "reference worker: run",
+                 "reference worker: write", "check call: call"):
+        assert after[part][0] > before.get(part, (0, 0.0))[0], (part, after.get(part))
