@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
                     "without them: reference_arena, task_affinity, own_root, launch_gate, interleave, "
-                    "draw_before_gate, reference_first, output_arena, split_window")
+                    "draw_before_gate, reference_first, output_arena, split_window, slow_loops, fewer_holds")
     ap.add_argument("--fresh-sample", type=int, default=0, help="first grade this many of round 1's attempts (every "
                     "k-th, so each group is in it) one at a time in a fresh interpreter each, the KernelBench way: "
                     "the baseline the throughput is compared with, on the same attempts in the same run")
@@ -342,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
 
     without = {w for w in args.without.split(",") if w}
     parts = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
-             "reference_first", "output_arena", "split_window")
+             "reference_first", "output_arena", "split_window", "slow_loops", "fewer_holds")
     unknown = without - set(parts)
     if unknown:
         ap.error(f"--without: unknown parts {sorted(unknown)}")

@@ -44,10 +44,11 @@ class GraderService:
                  address_space_mb: int | None = 16384, reference_arena: bool = True, task_affinity: bool = True,
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
-                 output_arena: bool = True, split_window: bool = True):
+                 output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
+                 fewer_holds: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `draw_before_gate`, `reference_first`,
-        `split_window` (`Effort`),
+        `split_window`, `slow_loops`, `fewer_holds` (`Effort`),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -68,7 +69,7 @@ class GraderService:
         self.catalogue = load_catalogue(catalogue_extra)
         self.effort = dataclasses.replace(effort or Effort.for_device(self.device.startswith("cuda")),
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
-                                          split_window=split_window)
+                                          split_window=split_window, slow_loops=slow_loops, fewer_holds=fewer_holds)
         cuda = self.device.startswith("cuda")
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)

@@ -42,12 +42,23 @@ class Effort:
     switch between the two workers' device contexts settles before anything counts."""
     min_reps: int = 20
     max_reps: int = 150
-    clip_reps: int = 5
+    clip_reps: int = 3
     """Pairs after which a size stops timing when its whole interval lies below the clip (`beyond_clip`): its
     clipped speedup is then known, and more pairs of a candidate hundreds of times slower than the expert would
-    only hold the device (H200 run 39: such loops held the other slots' check work off for seconds)."""
-    give_way_pairs: int = 4
-    """A timing loop gives way to waiting check work every this many pairs (`DeviceLock.give_way`); 0: never."""
+    only hold the device (H200 run 39: such loops held the other slots' check work off for seconds). Three pairs
+    make the interval min..max: every one of them past the clip by the margin (five until 0.14.0)."""
+    give_way_s: float = 0.05
+    """A timing loop gives way to waiting check work after any pair once it has held the device this long since it
+    came in or last gave way (`DeviceLock.give_way`); 0: never. Until 0.14.0 it was every 4 pairs, which a slow
+    candidate's loop took seconds to reach (H200 run 46: 7 pairs of 0.6 s calls before anyone else's check work)."""
+    slow_loops: bool = True
+    """A candidate slow at a size, whose warm-up call ran at least `SLOW_CALL_MS` on the device, gets one warm-up
+    pair (its own call warms the device), and its size is done after a single clean timed pair, its call slow too,
+    past the clip by `ONE_PAIR_CLIP_MARGIN_LOG2` (0.14.0; bench/gpu_acceptance.py --without slow_loops)."""
+    fewer_holds: bool = True
+    """Fewer shared holds per size, each a wait for the timing loops to give way (H200 run 46: 1.6 s a wait): a
+    check call and its verification in one hold, a size's timed verifications in one, and the expert's first call
+    at a size inside the timing loop's hold, through its windows (0.14.0; --without fewer_holds)."""
     target_log2_halfwidth: float = 0.01
     """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
     most this far either side of its median."""
@@ -303,6 +314,8 @@ class _Grade:
     gave_way: int = 0
     """Times the current loop gave way to waiting check work (`_give_way`), and the seconds that took."""
     gave_way_s: float = 0.0
+    held_since: float = 0.0
+    """When the current loop came in or last gave way (`_give_way`)."""
     watch: object = None
     """grader.devicewatch.DeviceWatch of the device, or None (no GPU, no NVML)."""
     roles: Callable[[], dict[int, str]] = dict
@@ -399,14 +412,20 @@ def _check_size(g: _Grade, sz: _Size) -> float:
         # slot's warm-up pairs, which are never counted.
         compiling = g.first_call
         g.first_call = False
-        with (contextlib.nullcontext() if compiling else _hold(g, "shared", "check call")):
+        # With `fewer_holds` a check call and its verification share one hold: one wait for the loops, not two.
+        together = g.effort.fewer_holds and not compiling
+        with contextlib.ExitStack() as held:
+            if not compiling:
+                held.enter_context(_hold(g, "shared", "check call and its verification" if together else "check call"))
             reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
-        if compiling:  # charged to compilation
-            g.phases["compile"] += time.perf_counter() - t_call
-            t += time.perf_counter() - t_call
-        else:
-            _note_parts(g, "check call", reply)
-        with _hold(g, "shared", "verify a check call"):
+            if compiling:  # charged to compilation
+                g.phases["compile"] += time.perf_counter() - t_call
+                t += time.perf_counter() - t_call
+            else:
+                _note_parts(g, "check call", reply)
+            if not together:
+                held.close()
+                held.enter_context(_hold(g, "shared", "verify a check call"))
             v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
@@ -441,28 +460,35 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
     # search: H200 runs 18, 22 and 23).
     trace_at = g.rng.randrange(eff.warmup_pairs + max_reps)
     expert = _expert_worker(g)
-    t = time.perf_counter()
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
     # The expert's first call at a size compiles its kernels (H200 run 45: 0.2 s a call, 71 s of shared holds in a
-    # run): let through its gate, with the patience of a compile, the hold covers its draw and its device interval.
-    warm = _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"), gated=True,
-                        window=_shared_windows(g, "expert warm-up"), patience_s=EXPERT_WARMUP_PATIENCE_S)
-    _note_parts(g, "expert warm-up", warm)
-    g.phases["expert"] += time.perf_counter() - t
+    # run): let through its gate, with the patience of a compile, its windows cover only its draw and its device
+    # interval. With `fewer_holds` these are the loop's own windows (0.14.0), else two shared holds before it.
+    warm_seed = derive_seed(g.seed, sz.key, "expert-warmup")
+    if not eff.fewer_holds:
+        _expert_warmup(g, expert, sz, warm_seed, _shared_windows(g, "expert warm-up"))
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
+    traced = slow = False
     # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
     # and a task's own inputs are made on the device by its reference worker between the calls.
     kind = "loop" if g.cuda and not sz.given and g.conn.gate is not None and expert.gate is not None else "exclusive"
     with _loop(g, kind) as whole:  # whole(): an ungated call of the loop is one draw window, message to reply
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
+        if eff.fewer_holds:
+            _expert_warmup(g, expert, sz, warm_seed, None)
         for w in range(eff.warmup_pairs):
             seed = derive_seed(g.seed, sz.key, "warmup", w)
             with whole():
                 _expert_call(g, expert, sz, seed)
             with whole():
                 reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup", trace=trace_at == w)
+            traced = traced or trace_at == w
             timed.append((reply["idx"], seed))
+            _give_way(g, kind)
+            slow = eff.slow_loops and float(reply.get("ms") or 0.0) >= SLOW_CALL_MS
+            if slow:
+                break  # a call this long warms the device itself
         observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
         _watch(g, expert, False)
         t_size = time.monotonic()
@@ -471,6 +497,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
             if trace_at == eff.warmup_pairs + r:  # the drawn call: observed and traced, never timed
                 with whole():
                     observed.extend(_traced_call(g, sz, seed, timed))
+                traced = True
                 continue
             if r % 2:
                 c = _cand_call(g, sz, seed, keep_inputs=False, tag="timed")
@@ -486,18 +513,22 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
-            if _enough(g, logs, t_size):
+            # A slow candidate's size ends after one pair far past the clip: slow in its warm-up and in this pair
+            # (another slot's side stream let into one window cannot make a fast kernel look slow in both), and
+            # neither call let through its gate late.
+            clean = slow and c["ms"] >= SLOW_CALL_MS and not (c.get("stalled") or e.get("stalled"))
+            if _enough(g, logs, t_size) or (clean and one_pair_past_clip(logs[-1])):
                 break
-            if eff.give_way_pairs and len(logs) % eff.give_way_pairs == 0:
-                _give_way(g, kind)
-        if trace_at > eff.warmup_pairs + r:  # the draw fell past the loop's end
+            _give_way(g, kind)
+        if not traced:  # the draw fell past the loop's end, or on a warm-up pair a slow candidate skipped
             with whole():
                 observed.extend(_traced_call(g, sz, derive_seed(g.seed, sz.key, "traced"), timed))
         watched = None
         if mark is not None:  # the pair is named, every other process reported (other loops' too, interleaved)
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
-        clip_stop = eff.clip_reps <= len(logs) < eff.min_reps and beyond_clip(median_ci(logs))
+        clip_stop = len(logs) < eff.min_reps and beyond_clip(median_ci(logs))
         loop = {**_loop_record(time.perf_counter() - t_held - g.gave_way_s, *replies), "held": kind,
+                "warmup_pairs": w + 1 if eff.warmup_pairs else 0,
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
                 "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
                 "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop}
@@ -532,11 +563,31 @@ def _enough(g: _Grade, logs: list[float], t_size: float) -> bool:
     return len(logs) >= eff.clip_reps and beyond_clip((lo, hi))
 
 
+SLOW_CALL_MS = 20.0
+"""A candidate's warm-up call that ran this long on the device warms the device itself (`Effort.slow_loops`)."""
+
+
+ONE_PAIR_CLIP_MARGIN_LOG2 = 2.0
+"""How far below the clip's lower end one clean timed pair must lie to end its size (`Effort.slow_loops`): a
+candidate 256 times slower than the expert, where the clip is 64. One pair timed alone on the device, neither call
+let through its gate late, after the check calls and a warm-up pair at the size: no drift of clocks or warmth moves
+a ratio by four times."""
+
+
+def one_pair_past_clip(log2_ratio: float) -> bool:
+    """One clean timed pair lies so far below the clip that more pairs cannot lift the size's clipped speedup."""
+    return log2_ratio < math.log2(SPEEDUP_CLIP[0]) - ONE_PAIR_CLIP_MARGIN_LOG2
+
+
 def _give_way(g: _Grade, kind: str) -> None:
-    """Between two pairs: let waiting check work go first (`DeviceLock.give_way`); the wait is the grader's time,
-    neither the attempt's nor the size's budget's."""
+    """Between two pairs: once the loop has held the device `Effort.give_way_s` since it came in or last gave way,
+    let waiting check work go first (`DeviceLock.give_way`); the wait is the grader's time, neither the attempt's nor
+    the size's budget's."""
+    if not g.effort.give_way_s or time.monotonic() - g.held_since < g.effort.give_way_s:
+        return
     waited = g.gpu_lock.give_way(kind)
     if waited:
+        g.held_since = time.monotonic()
         g.gave_way += 1
         g.gave_way_s += waited
         g.waited_s += waited
@@ -607,6 +658,7 @@ def _loop(g: _Grade, kind: str):
     with _hold(g, kind):
         g.window = functools.partial(_window, g) if kind == "loop" and g.gpu_lock.interleave else None
         g.window_wait_s = g.window_held_s = g.gave_way_s = 0.0
+        g.held_since = time.monotonic()
         g.gave_way = 0
         try:  # an ungated call is untimed device work: a draw window
             yield functools.partial(g.window, "draw") if g.window is not None else contextlib.nullcontext
@@ -657,13 +709,15 @@ def _verify_timed(g: _Grade, sz: _Size, timed: list) -> float:
     worst = 0.0
     eff = g.effort
     n_verify = min(len(timed), max(eff.verify_timed, math.ceil(eff.verify_fraction * len(timed))))
-    for idx, seed in g.rng.sample(timed, n_verify):
-        with _hold(g, "shared", "verify a timed call"):
-            v = _verify(g, sz, idx, seed, with_inputs=False)
-        worst = max(worst, v.max_rel_err)
-        if not v.ok:
-            raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
-                        f"a timed call's output was wrong at size {sz.label}: {v.detail}")
+    # With `fewer_holds` the size's verifications share one hold: one wait for the loops, not one each.
+    with _hold(g, "shared", "verify the timed calls") if eff.fewer_holds else contextlib.nullcontext():
+        for idx, seed in g.rng.sample(timed, n_verify):
+            with contextlib.nullcontext() if eff.fewer_holds else _hold(g, "shared", "verify a timed call"):
+                v = _verify(g, sz, idx, seed, with_inputs=False)
+            worst = max(worst, v.max_rel_err)
+            if not v.ok:
+                raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
+                            f"a timed call's output was wrong at size {sz.label}: {v.detail}")
     g.phases["correctness"] += time.perf_counter() - t
     return worst
 
@@ -679,6 +733,15 @@ def _expert_worker(g: _Grade) -> WorkerConn:
         g.phases["expert"] += time.perf_counter() - t
         g.waited_s += time.perf_counter() - t
     return g.expert
+
+
+def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, window) -> None:
+    """The expert's first call at a size, through its gate with the patience of a compile, its draw and its device
+    interval each in `window` (None: the timing loop's windows); charged to the expert phase."""
+    t = time.perf_counter()
+    warm = _expert_call(g, expert, sz, seed, gated=True, window=window, patience_s=EXPERT_WARMUP_PATIENCE_S)
+    _note_parts(g, "expert warm-up", warm)
+    g.phases["expert"] += time.perf_counter() - t
 
 
 def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False,

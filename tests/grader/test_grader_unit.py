@@ -576,11 +576,61 @@ def test_timing_stops_early_only_when_the_whole_interval_lies_below_the_clip():
     assert beyond_clip((low - 3, low - 0.01)) and not beyond_clip((low - 3, low + 0.01))
     g = SimpleNamespace(effort=Effort(), window=None, gave_way_s=0.0, window_held_s=0.0)
     now = _time.monotonic()
-    assert not _enough(g, [low - 3] * 4, now)
-    assert _enough(g, [low - 3] * 5, now)
-    assert not _enough(g, [low - 3] * 4 + [low + 0.2], now)  # with five pairs the interval is min..max
+    assert Effort().clip_reps == 3
+    assert not _enough(g, [low - 3] * 2, now)
+    assert _enough(g, [low - 3] * 3, now)
+    assert not _enough(g, [low - 3] * 2 + [low + 0.2], now)  # with three pairs the interval is min..max
     assert not _enough(g, [6.0] * 5, now)  # far above the clip: timed in full (a late charge may yet lower it)
     assert not _enough(g, [0.5] * 19, now) and _enough(g, [0.5] * 20, now)
+
+
+def test_one_clean_pair_ends_a_size_only_far_past_the_clip():
+    """`Effort.slow_loops`: a single timed pair ends its size only when the candidate is 256 times slower than the
+    expert (the clip's 64 by two more in log2); a pair just past the clip, or past it by the interval's margin, does
+    not."""
+    import math as _math
+
+    from grader.contract import SPEEDUP_CLIP
+    from grader.session import CLIP_MARGIN_LOG2, ONE_PAIR_CLIP_MARGIN_LOG2, one_pair_past_clip
+
+    clip = _math.log2(SPEEDUP_CLIP[0])
+    assert ONE_PAIR_CLIP_MARGIN_LOG2 > CLIP_MARGIN_LOG2
+    assert one_pair_past_clip(_math.log2(1 / 1600))  # H200 run 46: a naive fp16 matmul, 595 ms against 0.37 ms
+    assert not one_pair_past_clip(clip - CLIP_MARGIN_LOG2 - 0.1)
+    assert not one_pair_past_clip(clip - ONE_PAIR_CLIP_MARGIN_LOG2 + 0.01)
+    assert not one_pair_past_clip(0.0)
+
+
+def test_a_loop_gives_way_by_the_time_it_held_the_device_not_by_its_pairs():
+    """`_give_way` asks the lock to let waiters through only once the loop has held the device `give_way_s` since it
+    came in or last gave way; a way given resets that clock, one that nobody took does not."""
+    import time as _time
+    from types import SimpleNamespace
+
+    from grader.session import Effort, _give_way
+
+    asked = []
+
+    class Lock:
+        def give_way(self, kind):
+            asked.append(kind)
+            return 0.25 if len(asked) == 2 else 0.0  # the second ask finds a waiter
+
+    g = SimpleNamespace(effort=Effort(give_way_s=0.05), gpu_lock=Lock(), held_since=_time.monotonic(),
+                        gave_way=0, gave_way_s=0.0, waited_s=0.0)
+    _give_way(g, "loop")
+    assert asked == []  # held for less than give_way_s
+    g.held_since -= 0.06
+    _give_way(g, "loop")
+    assert asked == ["loop"] and g.gave_way == 0  # nobody waited: the clock runs on
+    _give_way(g, "loop")
+    assert len(asked) == 2 and g.gave_way == 1 and g.gave_way_s == g.waited_s == 0.25
+    _give_way(g, "loop")
+    assert len(asked) == 2  # the way given restarted the clock
+    g.effort = Effort(give_way_s=0.0)
+    g.held_since -= 10
+    _give_way(g, "loop")
+    assert len(asked) == 2  # 0: never
 
 
 _ARMED: list = []

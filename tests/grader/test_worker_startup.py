@@ -364,5 +364,34 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     # and its check work is broken down in the lock's stats: the verifications' parts, the reference worker's own
     after = service.gpu_lock.stats()["purposes"]
     for part in ("verify: fetch", "verify: reference", "verify: compare", "reference worker: run",
-                 "reference worker: write", "check call: call"):
+                 "reference worker: write", "check call: call", "verify the timed calls"):
         assert after[part][0] > before.get(part, (0, 0.0))[0], (part, after.get(part))
+    # with `Effort.fewer_holds` a size's timed verifications share one hold, and the expert's warm-up takes the loop's
+    for one_each in ("verify a timed call", "expert warm-up"):
+        assert after.get(one_each, (0, 0.0))[0] == before.get(one_each, (0, 0.0))[0], (one_each, after.get(one_each))
+
+
+SLOW = HONEST.replace("def run(x):\n", "import time\ndef run(x):\n    time.sleep(0.03)\n")
+
+
+def test_a_slow_candidates_size_is_done_after_one_warm_up_pair_and_one_clean_pair_past_the_bound(service,
+                                                                                                  monkeypatch):
+    """`Effort.slow_loops`: a candidate whose warm-up call ran 20 ms or more gets one warm-up pair, and one clean
+    timed pair past the one-pair bound ends its size. Switched off, the same candidate takes every warm-up pair and
+    `min_reps` timed pairs. On CPU the expert is Triton's interpreter (0.25 s a call), so no candidate here is 256
+    times slower than it: the bound is moved above this candidate's ratio (its value: the test above)."""
+    import dataclasses
+
+    from grader import session
+
+    monkeypatch.setattr(session, "ONE_PAIR_CLIP_MARGIN_LOG2", -12.0)
+    kept = service.effort
+    try:
+        for slow_loops, warmups, pairs in ((True, 1, {1}), (False, 2, {5, 6})):  # the traced call may take a turn
+            service.effort = dataclasses.replace(kept, warmup_pairs=2, min_reps=6, max_reps=6, slow_loops=slow_loops)
+            r = _grade(service, f"slow_{slow_loops}", SLOW)
+            assert r.status is Status.CORRECT and r.sizes, r.reason
+            for s in r.sizes:
+                assert s.loop["warmup_pairs"] == warmups and s.loop["pairs"] in pairs, (slow_loops, s.loop)
+    finally:
+        service.effort = kept
