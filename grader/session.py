@@ -56,9 +56,9 @@ class Effort:
     pair (its own call warms the device), and its size is done after a single clean timed pair, its call slow too,
     past the clip by `ONE_PAIR_CLIP_MARGIN_LOG2` (0.14.0; bench/gpu_acceptance.py --without slow_loops)."""
     fewer_holds: bool = True
-    """Fewer shared holds per size, each a wait for the timing loops to give way (H200 run 46: 1.6 s a wait): a
-    check call and its verification in one hold, a size's timed verifications in one, and the expert's first call
-    at a size inside the timing loop's hold, through its windows (0.14.0; --without fewer_holds)."""
+    """Fewer shared holds per size, each a wait for the timing loops to give way: a check call and its verification
+    in one hold, a size's timed verifications in one, and the expert's first call at a size ungated in the last check
+    call's hold (`_expert_warmup`; 0.14.0; --without fewer_holds)."""
     target_log2_halfwidth: float = 0.01
     """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
     most this far either side of its median."""
@@ -372,7 +372,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     sz = _Size(key=size_key(size), hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape,
                out_nbytes=elem * _prod(out_shape), given=card.inputs_from == "task")
     _watch(g, g.conn, True)
-    worst = _check_size(g, sz)
+    worst = _check_size(g, sz, warm_expert=g.effort.fewer_holds)
     t = time.perf_counter()
     observed: list[dict] = []
     cand_ms, exp_ms, timed, late_ms, watched, loop = _time_size(g, sz, observed)
@@ -395,8 +395,9 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
                       max_rel_err=worst, device_watch=watched, loop=loop), measured
 
 
-def _check_size(g: _Grade, sz: _Size) -> float:
-    """Fully verified calls; the worst error seen."""
+def _check_size(g: _Grade, sz: _Size, warm_expert: bool = False) -> float:
+    """Fully verified calls; the worst error seen. `warm_expert`: the expert's first call at the size
+    (`_expert_warmup`) runs in the last one's hold, after its verification."""
     worst = 0.0
     t = time.perf_counter()
     # The task's reference worker starts (seconds: CUDA, the task's imports) before any hold on the device, which
@@ -406,6 +407,8 @@ def _check_size(g: _Grade, sz: _Size) -> float:
             _reference_worker(g)
     for i in range(g.effort.check_calls):
         seed = derive_seed(g.seed, sz.key, "check", i)
+        warm = warm_expert and i == g.effort.check_calls - 1
+        expert = _expert_worker(g) if warm else None  # before any hold: it may start a worker
         t_call = time.perf_counter()
         # The attempt's very first call JIT-compiles for seconds of CPU: it runs without the device
         # lock so another slot's timing does not wait on a compiler; at worst it overlaps one of that
@@ -427,6 +430,8 @@ def _check_size(g: _Grade, sz: _Size) -> float:
                 held.close()
                 held.enter_context(_hold(g, "shared", "verify a check call"))
             v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
+            if warm and v.ok:
+                _expert_warmup(g, expert, sz)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
             raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}")
@@ -461,12 +466,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
     trace_at = g.rng.randrange(eff.warmup_pairs + max_reps)
     expert = _expert_worker(g)
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
-    # The expert's first call at a size compiles its kernels (H200 run 45: 0.2 s a call, 71 s of shared holds in a
-    # run): let through its gate, with the patience of a compile, its windows cover only its draw and its device
-    # interval. With `fewer_holds` these are the loop's own windows (0.14.0), else two shared holds before it.
-    warm_seed = derive_seed(g.seed, sz.key, "expert-warmup")
-    if not eff.fewer_holds:
-        _expert_warmup(g, expert, sz, warm_seed, _shared_windows(g, "expert warm-up"))
+    if not eff.fewer_holds:  # else it ran in the last check call's hold
+        _expert_warmup(g, expert, sz, _shared_windows(g, "expert warm-up"))
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
     traced = slow = False
     # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
@@ -475,8 +476,6 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
     with _loop(g, kind) as whole:  # whole(): an ungated call of the loop is one draw window, message to reply
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
-        if eff.fewer_holds:
-            _expert_warmup(g, expert, sz, warm_seed, None)
         for w in range(eff.warmup_pairs):
             seed = derive_seed(g.seed, sz.key, "warmup", w)
             with whole():
@@ -513,11 +512,10 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
-            # A slow candidate's size ends after one pair far past the clip: slow in its warm-up and in this pair
-            # (another slot's side stream let into one window cannot make a fast kernel look slow in both), and
-            # neither call let through its gate late.
-            clean = slow and c["ms"] >= SLOW_CALL_MS and not (c.get("stalled") or e.get("stalled"))
-            if _enough(g, logs, t_size) or (clean and one_pair_past_clip(logs[-1])):
+            # A slow candidate's size ends after one pair far past the clip, slow in its warm-up and in this pair:
+            # another slot's side stream let into one window cannot make a fast kernel look slow in both. Its calls
+            # may have been let through their gates (H200 run 48: thousands of launches fill the launch queue).
+            if _enough(g, logs, t_size) or (slow and c["ms"] >= SLOW_CALL_MS and one_pair_past_clip(logs[-1])):
                 break
             _give_way(g, kind)
         if not traced:  # the draw fell past the loop's end, or on a warm-up pair a slow candidate skipped
@@ -569,9 +567,8 @@ SLOW_CALL_MS = 20.0
 
 ONE_PAIR_CLIP_MARGIN_LOG2 = 2.0
 """How far below the clip's lower end one clean timed pair must lie to end its size (`Effort.slow_loops`): a
-candidate 256 times slower than the expert, where the clip is 64. One pair timed alone on the device, neither call
-let through its gate late, after the check calls and a warm-up pair at the size: no drift of clocks or warmth moves
-a ratio by four times."""
+candidate 256 times slower than the expert, where the clip is 64. One pair timed alone on the device, after the check
+calls and a warm-up pair at the size: no drift of clocks or warmth moves a ratio by four times."""
 
 
 def one_pair_past_clip(log2_ratio: float) -> bool:
@@ -735,11 +732,16 @@ def _expert_worker(g: _Grade) -> WorkerConn:
     return g.expert
 
 
-def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, window) -> None:
-    """The expert's first call at a size, through its gate with the patience of a compile, its draw and its device
-    interval each in `window` (None: the timing loop's windows); charged to the expert phase."""
+def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size, windows=None) -> None:
+    """The expert's first call at a size, which compiles its kernels (H200 run 45: 0.2 s a call); charged to the
+    expert phase. With `windows` (0.13.0, `Effort.fewer_holds` off) it is let through its gate with the patience of a
+    compile, its draw and its device interval each in a window of `windows`, its launch in none; but a first launch
+    waits for the device behind the closed gate until the patience runs out (H200 run 48: 3.8 s a call, 3.3 s in run
+    46). Without, it is an ungated call, inside a hold its caller took: the last check call's at the size."""
     t = time.perf_counter()
-    warm = _expert_call(g, expert, sz, seed, gated=True, window=window, patience_s=EXPERT_WARMUP_PATIENCE_S)
+    seed = derive_seed(g.seed, sz.key, "expert-warmup")
+    warm = (_expert_call(g, expert, sz, seed, gated=True, window=windows, patience_s=EXPERT_WARMUP_PATIENCE_S)
+            if windows is not None else _expert_call(g, expert, sz, seed))
     _note_parts(g, "expert warm-up", warm)
     g.phases["expert"] += time.perf_counter() - t
 
