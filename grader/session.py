@@ -47,18 +47,22 @@ class Effort:
     clipped speedup is then known, and more pairs of a candidate hundreds of times slower than the expert would
     only hold the device (H200 run 39: such loops held the other slots' check work off for seconds). Three pairs
     make the interval min..max: every one of them past the clip by the margin (five until 0.14.0)."""
-    give_way_s: float = 0.05
+    give_way_s: float = 0.5
     """A timing loop gives way to waiting check work after any pair once it has held the device this long since it
     came in or last gave way (`DeviceLock.give_way`); 0: never. Until 0.14.0 it was every 4 pairs, which a slow
-    candidate's loop took seconds to reach (H200 run 46: 7 pairs of 0.6 s calls before anyone else's check work)."""
+    candidate's loop took seconds to reach (H200 run 46: 7 pairs of 0.6 s calls before anyone else's check work).
+    Each way given costs the loop a phase of check work (H200 run 49, at 0.05 s: 1,045 ways given, 0.74 s each), and
+    each wait of check work costs about half a loop phase: a size with T s of loops and k waits of check work, in
+    phases of S s, waits least when loops hold the device sqrt(2 T S / k) at a time (T 0.9, S 0.7, k 2: 0.8 s)."""
     slow_loops: bool = True
     """A candidate slow at a size, whose warm-up call ran at least `SLOW_CALL_MS` on the device, gets one warm-up
     pair (its own call warms the device), and its size is done after a single clean timed pair, its call slow too,
     past the clip by `ONE_PAIR_CLIP_MARGIN_LOG2` (0.14.0; bench/gpu_acceptance.py --without slow_loops)."""
     fewer_holds: bool = True
-    """Fewer shared holds per size, each a wait for the timing loops to give way: a check call and its verification
-    in one hold, a size's timed verifications in one, and the expert's first call at a size ungated in the last check
-    call's hold (`_expert_warmup`; 0.14.0; --without fewer_holds)."""
+    """Fewer shared holds per size, each a wait for the timing loops to give way (H200 run 49: 0.6-1.2 s a wait): the
+    size's check calls and their verifications in one hold, and in it the expert's first call at the size, ungated
+    (`_expert_warmup`); the timed outputs verified in the timing loop's own hold, one draw window (0.14.0; --without
+    fewer_holds). Until then each call and each verification waited for a hold of its own."""
     target_log2_halfwidth: float = 0.01
     """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
     most this far either side of its median."""
@@ -372,13 +376,15 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     sz = _Size(key=size_key(size), hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape,
                out_nbytes=elem * _prod(out_shape), given=card.inputs_from == "task")
     _watch(g, g.conn, True)
-    worst = _check_size(g, sz, warm_expert=g.effort.fewer_holds)
-    t = time.perf_counter()
+    worst = _check_size(g, sz)
+    t, verifying = time.perf_counter(), g.phases["correctness"]
     observed: list[dict] = []
-    cand_ms, exp_ms, timed, late_ms, watched, loop = _time_size(g, sz, observed)
-    g.phases["timing"] += time.perf_counter() - t
-    _judge_observed(g, sz, observed)
-    worst = max(worst, _verify_timed(g, sz, timed))
+    cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed)
+    g.phases["timing"] += time.perf_counter() - t - (g.phases["correctness"] - verifying)
+    if verified is None:  # `Effort.fewer_holds` off: after the loop, a hold for each verification
+        _judge_observed(g, sz, observed)
+        verified = _verify_timed(g, sz, timed, held=False)
+    worst = max(worst, verified)
     cand_ms = [c + late_ms for c in cand_ms]
     logs = [math.log2(max(e, 1e-9) / max(c, 1e-9)) for e, c in zip(exp_ms, cand_ms)]
     c_med, e_med = median(cand_ms), median(exp_ms)
@@ -395,9 +401,10 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
                       max_rel_err=worst, device_watch=watched, loop=loop), measured
 
 
-def _check_size(g: _Grade, sz: _Size, warm_expert: bool = False) -> float:
-    """Fully verified calls; the worst error seen. `warm_expert`: the expert's first call at the size
-    (`_expert_warmup`) runs in the last one's hold, after its verification."""
+def _check_size(g: _Grade, sz: _Size) -> float:
+    """Fully verified calls; the worst error seen. With `Effort.fewer_holds` they share one shared hold, taken once
+    the attempt's first call (which compiles, under no hold) is done, and the expert's first call at the size
+    (`_expert_warmup`) runs in it last; else each call and each verification takes a hold of its own."""
     worst = 0.0
     t = time.perf_counter()
     # The task's reference worker starts (seconds: CUDA, the task's imports) before any hold on the device, which
@@ -405,36 +412,40 @@ def _check_size(g: _Grade, sz: _Size, warm_expert: bool = False) -> float:
     if g.effort.reference_first:
         with contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
             _reference_worker(g)
-    for i in range(g.effort.check_calls):
-        seed = derive_seed(g.seed, sz.key, "check", i)
-        warm = warm_expert and i == g.effort.check_calls - 1
-        expert = _expert_worker(g) if warm else None  # before any hold: it may start a worker
-        t_call = time.perf_counter()
-        # The attempt's very first call JIT-compiles for seconds of CPU: it runs without the device
-        # lock so another slot's timing does not wait on a compiler; at worst it overlaps one of that
-        # slot's warm-up pairs, which are never counted.
-        compiling = g.first_call
-        g.first_call = False
-        # With `fewer_holds` a check call and its verification share one hold: one wait for the loops, not two.
-        together = g.effort.fewer_holds and not compiling
-        with contextlib.ExitStack() as held:
-            if not compiling:
-                held.enter_context(_hold(g, "shared", "check call and its verification" if together else "check call"))
-            reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
+    fewer = g.effort.fewer_holds
+    expert = None
+    with contextlib.ExitStack() as held:
+        def hold(purpose: str):
+            nonlocal expert
+            if not fewer:
+                return _hold(g, "shared", purpose)
+            if expert is None:  # the size's one hold, its expert started before it (a start takes seconds)
+                expert = _expert_worker(g)
+                held.enter_context(_hold(g, "shared", "check calls"))
+            return contextlib.nullcontext()
+
+        for i in range(g.effort.check_calls):
+            seed = derive_seed(g.seed, sz.key, "check", i)
+            t_call = time.perf_counter()
+            # The attempt's very first call JIT-compiles for seconds of CPU: it runs without the device
+            # lock so another slot's timing does not wait on a compiler; at worst it overlaps one of that
+            # slot's warm-up pairs, which are never counted.
+            compiling = g.first_call
+            g.first_call = False
+            with contextlib.nullcontext() if compiling else hold("check call"):
+                reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
             if compiling:  # charged to compilation
                 g.phases["compile"] += time.perf_counter() - t_call
                 t += time.perf_counter() - t_call
             else:
                 _note_parts(g, "check call", reply)
-            if not together:
-                held.close()
-                held.enter_context(_hold(g, "shared", "verify a check call"))
-            v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
-            if warm and v.ok:
-                _expert_warmup(g, expert, sz)
-        worst = max(worst, v.max_rel_err)
-        if not v.ok:
-            raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}")
+            with hold("verify a check call"):
+                v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
+            worst = max(worst, v.max_rel_err)
+            if not v.ok:
+                raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}")
+        if expert is not None:
+            t += _expert_warmup(g, expert, sz)  # charged to the expert phase
     g.phases["correctness"] += time.perf_counter() - t
     return worst
 
@@ -446,13 +457,15 @@ def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list) -> list[dict]:
     return _watch(g, g.conn, False)
 
 
-def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, float, dict | None, dict]:
+def _time_size(g: _Grade, sz: _Size, observed: list
+               ) -> tuple[list, list, list, float, dict | None, dict, float | None]:
     """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
     same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
     the pairs' log-ratios: drift in clocks or temperature moves both calls of a pair alike. Returns
     (candidate ms, expert ms, [(output index, seed)] of the candidate's calls, late ms, what the device
-    watch saw meanwhile, where the loop's time went: `_loop_record`); the observed calls' records are added
-    to `observed`."""
+    watch saw meanwhile, where the loop's time went: `_loop_record`, and with `Effort.fewer_holds` the worst error
+    of the timed outputs, verified in the loop's hold after the observed calls were judged, else None); the
+    observed calls' records are added to `observed`."""
     eff = g.effort
     max_reps = max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(sz.out_nbytes, 1)))
     # Observed (grader/observe.py): the check calls, the warm-up calls and one call drawn among the warm-up and timed
@@ -466,7 +479,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
     trace_at = g.rng.randrange(eff.warmup_pairs + max_reps)
     expert = _expert_worker(g)
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
-    if not eff.fewer_holds:  # else it ran in the last check call's hold
+    if not eff.fewer_holds:  # else it ran in the check calls' hold
         _expert_warmup(g, expert, sz, _shared_windows(g, "expert warm-up"))
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
     traced = slow = False
@@ -530,7 +543,12 @@ def _time_size(g: _Grade, sz: _Size, observed: list) -> tuple[list, list, list, 
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
                 "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
                 "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop}
-    return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched, loop
+        verified = None
+        if eff.fewer_holds:  # one draw window of the loop's: no wait for the loops to give way again
+            _judge_observed(g, sz, observed)
+            with whole():
+                verified = _verify_timed(g, sz, timed, held=True)
+    return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched, loop, verified
 
 
 LOOP_WALL_BUDGETS = 3
@@ -700,21 +718,20 @@ def _hold(g: _Grade, kind: str, purpose: str = ""):
         yield
 
 
-def _verify_timed(g: _Grade, sz: _Size, timed: list) -> float:
-    """Verify a sample of the timed outputs, chosen now that the calls are done; the worst error."""
+def _verify_timed(g: _Grade, sz: _Size, timed: list, held: bool) -> float:
+    """Verify a sample of the timed outputs, chosen now that the calls are done; the worst error. `held`: inside a
+    hold the caller took (the timing loop's), else each verification in a shared hold of its own."""
     t = time.perf_counter()
     worst = 0.0
     eff = g.effort
     n_verify = min(len(timed), max(eff.verify_timed, math.ceil(eff.verify_fraction * len(timed))))
-    # With `fewer_holds` the size's verifications share one hold: one wait for the loops, not one each.
-    with _hold(g, "shared", "verify the timed calls") if eff.fewer_holds else contextlib.nullcontext():
-        for idx, seed in g.rng.sample(timed, n_verify):
-            with contextlib.nullcontext() if eff.fewer_holds else _hold(g, "shared", "verify a timed call"):
-                v = _verify(g, sz, idx, seed, with_inputs=False)
-            worst = max(worst, v.max_rel_err)
-            if not v.ok:
-                raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
-                            f"a timed call's output was wrong at size {sz.label}: {v.detail}")
+    for idx, seed in g.rng.sample(timed, n_verify):
+        with contextlib.nullcontext() if held else _hold(g, "shared", "verify a timed call"):
+            v = _verify(g, sz, idx, seed, with_inputs=False)
+        worst = max(worst, v.max_rel_err)
+        if not v.ok:
+            raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
+                        f"a timed call's output was wrong at size {sz.label}: {v.detail}")
     g.phases["correctness"] += time.perf_counter() - t
     return worst
 
@@ -732,18 +749,20 @@ def _expert_worker(g: _Grade) -> WorkerConn:
     return g.expert
 
 
-def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size, windows=None) -> None:
+def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size, windows=None) -> float:
     """The expert's first call at a size, which compiles its kernels (H200 run 45: 0.2 s a call); charged to the
     expert phase. With `windows` (0.13.0, `Effort.fewer_holds` off) it is let through its gate with the patience of a
     compile, its draw and its device interval each in a window of `windows`, its launch in none; but a first launch
     waits for the device behind the closed gate until the patience runs out (H200 run 48: 3.8 s a call, 3.3 s in run
-    46). Without, it is an ungated call, inside a hold its caller took: the last check call's at the size."""
+    46). Without, it is an ungated call, inside a hold its caller took: the size's check calls'. Returns its
+    seconds."""
     t = time.perf_counter()
     seed = derive_seed(g.seed, sz.key, "expert-warmup")
     warm = (_expert_call(g, expert, sz, seed, gated=True, window=windows, patience_s=EXPERT_WARMUP_PATIENCE_S)
             if windows is not None else _expert_call(g, expert, sz, seed))
     _note_parts(g, "expert warm-up", warm)
     g.phases["expert"] += time.perf_counter() - t
+    return time.perf_counter() - t
 
 
 def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False,

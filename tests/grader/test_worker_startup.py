@@ -364,10 +364,11 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     # and its check work is broken down in the lock's stats: the verifications' parts, the reference worker's own
     after = service.gpu_lock.stats()["purposes"]
     for part in ("verify: fetch", "verify: reference", "verify: compare", "reference worker: run",
-                 "reference worker: write", "check call: call", "verify the timed calls"):
+                 "reference worker: write", "check call: call", "check calls", "expert warm-up: call"):
         assert after[part][0] > before.get(part, (0, 0.0))[0], (part, after.get(part))
-    # with `Effort.fewer_holds` a size's timed verifications share one hold, and the expert's warm-up takes the loop's
-    for one_each in ("verify a timed call", "expert warm-up"):
+    # with `Effort.fewer_holds` a size's check calls share one hold, with the expert's warm-up in it, and its timed
+    # outputs are verified in the timing loop's hold
+    for one_each in ("check call", "verify a check call", "verify a timed call", "expert warm-up"):
         assert after.get(one_each, (0, 0.0))[0] == before.get(one_each, (0, 0.0))[0], (one_each, after.get(one_each))
 
 
@@ -395,3 +396,22 @@ def test_a_slow_candidates_size_is_done_after_one_warm_up_pair_and_one_clean_pai
                 assert s.loop["warmup_pairs"] == warmups and s.loop["pairs"] in pairs, (slow_loops, s.loop)
     finally:
         service.effort = kept
+
+
+def test_without_fewer_holds_each_call_and_verification_takes_a_hold_of_its_own(service):
+    """`Effort.fewer_holds` off (0.13.0, for the acceptance's A/B): each check call, each verification and the
+    expert's warm-up take shared holds of their own, and the timed outputs are verified after the loop."""
+    import dataclasses
+
+    kept = service.effort
+    before = service.gpu_lock.stats()["purposes"]
+    try:
+        service.effort = dataclasses.replace(kept, fewer_holds=False)
+        r = _grade(service, "fewer_holds_off", HONEST)
+    finally:
+        service.effort = kept
+    assert r.status is Status.CORRECT, r.reason
+    after = service.gpu_lock.stats()["purposes"]
+    for part, more in (("verify a check call", True), ("verify a timed call", True), ("expert warm-up", True),
+                       ("check calls", False)):
+        assert (after.get(part, (0, 0.0))[0] > before.get(part, (0, 0.0))[0]) is more, (part, after.get(part))
