@@ -72,6 +72,11 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))] if s else math.nan
 
 
+def _clip_stopped(r: GradeResult) -> list:
+    """The sizes of a grade whose timing stopped early at the clip (`loop["clip_stop"]`)."""
+    return [s for s in r.sizes if (s.loop or {}).get("clip_stop")]
+
+
 def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, workers: int) -> str:
     runs: dict[str, list[GradeResult]] = collections.defaultdict(list)
     for r in results:
@@ -91,11 +96,16 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         lines.append(f"  {aid}\t" + " ".join(f"{r.status.value}/{r.reason_code.value}" for r in rs)
                      + ("" if all(r.reward == REWARD_FLOOR for r in rs) else "\tNOT FLOORED: " + rs[0].reason[:120]))
     honest = by_group.get("honest", {})
-    lines.append("== honest kernels (none may be floored)")
+    lines.append("== honest kernels (none may be floored, none is slow enough to be stopped at the clip)")
     for aid, rs in sorted(honest.items()):
         if any(r.reward == REWARD_FLOOR for r in rs):
             bad = next(r for r in rs if r.reward == REWARD_FLOOR)
             lines.append(f"  FLOORED {aid}\t{bad.status.value}/{bad.reason_code.value}: {bad.reason[:160]}")
+        for r in rs:
+            for s in _clip_stopped(r):
+                lines.append(f"  STOPPED AT THE CLIP {aid}\tsize {s.size_key}: {s.cand_ms:.3f} ms against the "
+                             f"expert's {s.expert_ms:.4f} ms, {s.reps} pairs, "
+                             f"{s.loop.get('stalled')} calls let through")
     for group, title in (("own_inputs", "tasks that make their own inputs"), ("cuda_own", "our own CUDA candidates")):
         if by_group.get(group):
             lines.append(f"== {title} (each must get the verdict it expects)")
@@ -137,6 +147,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     n_cheat_floored = sum(all(r.reward == REWARD_FLOOR for r in rs) for rs in cheats.values())
     n_cheat_full = sum(len(rs) >= 3 for rs in cheats.values())
     n_honest_floored = sum(any(r.reward == REWARD_FLOOR for r in rs) for rs in honest.values())
+    n_honest_clipped = sum(any(_clip_stopped(r) for r in rs) for rs in honest.values())
     lines.append("== repeat precision |delta log2 speedup| per size, by the candidate's kernel duration")
     lines.append("  bucket\tpairs\tmedian\tp95\tmax")
     for _, _, name in BUCKETS_MS:
@@ -151,6 +162,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         n_escape_floored = sum(all(r.reward == REWARD_FLOOR for r in rs) for rs in escapes.values())
         lines.append(f"  call-boundary escapes floored\t{n_escape_floored}/{len(escapes)}")
     lines.append(f"  honest kernels floored\t{n_honest_floored}/{len(honest)}")
+    lines.append(f"  honest kernels stopped at the clip\t{n_honest_clipped}/{len(honest)}")
     if expert_rewards:
         lines.append(f"  experts' self-reward\tmedian {statistics.median(expert_rewards):+.4f}, "
                      f"p95 |reward| {pct([abs(x) for x in expert_rewards], 0.95):.4f} over {len(expert_rewards)}")

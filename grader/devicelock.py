@@ -27,10 +27,10 @@ another kind, so neither starves):
   is the host's; a worker without a launch gate; inputs a task makes itself), and, with
   `interleave=False`, every loop: the device to itself for the whole size.
 
-A timing loop of many pairs gives way (`give_way`) every few pairs when others wait: it goes to the back of the
-queue, so a slow attempt's long loop never holds the other slots' check work off for its whole size (H200 run 39:
-that convoy made a grade's correctness phase wait 51 s). `stats()` says how the device's time was split among the
-holders, for the acceptance run.
+A timing loop gives way (`give_way`) between pairs, once it has held the device `Effort.give_way_s`, when others
+wait: it goes to the back of the queue, so a slow attempt's long loop never holds the other slots' check work off
+for its whole size (H200 run 39: that convoy made a grade's correctness phase wait 51 s). `stats()` says how the
+device's time was split among the holders, for the acceptance run.
 """
 from __future__ import annotations
 

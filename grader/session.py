@@ -42,11 +42,12 @@ class Effort:
     switch between the two workers' device contexts settles before anything counts."""
     min_reps: int = 20
     max_reps: int = 150
-    clip_reps: int = 3
+    clip_reps: int = 5
     """Pairs after which a size stops timing when its whole interval lies below the clip (`beyond_clip`): its
     clipped speedup is then known, and more pairs of a candidate hundreds of times slower than the expert would
-    only hold the device (H200 run 39: such loops held the other slots' check work off for seconds). Three pairs
-    make the interval min..max: every one of them past the clip by the margin (five until 0.14.0)."""
+    only hold the device (H200 run 39: such loops held the other slots' check work off for seconds). Not fewer:
+    every clip stop of H200 runs 44-50 had calls let through their gates, and an honest kernel's first pairs at a
+    size can all be (run 50: 0.16 ms calls timed at 20-25 ms, two pairs in a row)."""
     give_way_s: float = 0.5
     """A timing loop gives way to waiting check work after any pair once it has held the device this long since it
     came in or last gave way (`DeviceLock.give_way`); 0: never. Until 0.14.0 it was every 4 pairs, which a slow
@@ -55,9 +56,11 @@ class Effort:
     each wait of check work costs about half a loop phase: a size with T s of loops and k waits of check work, in
     phases of S s, waits least when loops hold the device sqrt(2 T S / k) at a time (T 0.9, S 0.7, k 2: 0.8 s)."""
     slow_loops: bool = True
-    """A candidate slow at a size, whose warm-up call ran at least `SLOW_CALL_MS` on the device, gets one warm-up
-    pair (its own call warms the device), and its size is done after a single clean timed pair, its call slow too,
-    past the clip by `ONE_PAIR_CLIP_MARGIN_LOG2` (0.14.0; bench/gpu_acceptance.py --without slow_loops)."""
+    """A candidate slow at a size, whose last check call and warm-up call each ran at least `SLOW_CALL_MS` on the
+    device, gets one warm-up pair (its own calls warm the device), and its size is done after a single timed pair,
+    its call slow too and neither let through its gate, past the clip by `ONE_PAIR_CLIP_MARGIN_LOG2` (0.14.0;
+    bench/gpu_acceptance.py --without slow_loops). One slow call is no evidence: an honest kernel's first call at a
+    size can wait 20 ms for its memory (H200 run 50)."""
     fewer_holds: bool = True
     """Fewer shared holds per size, each a wait for the timing loops to give way (H200 run 49: 0.6-1.2 s a wait): the
     size's check calls and their verifications in one hold, and in it the expert's first call at the size, ungated
@@ -320,6 +323,8 @@ class _Grade:
     gave_way_s: float = 0.0
     held_since: float = 0.0
     """When the current loop came in or last gave way (`_give_way`)."""
+    check_ms: float = 0.0
+    """The device time of the current size's last check call (`Effort.slow_loops`)."""
     watch: object = None
     """grader.devicewatch.DeviceWatch of the device, or None (no GPU, no NVML)."""
     roles: Callable[[], dict[int, str]] = dict
@@ -439,6 +444,7 @@ def _check_size(g: _Grade, sz: _Size) -> float:
                 t += time.perf_counter() - t_call
             else:
                 _note_parts(g, "check call", reply)
+            g.check_ms = float(reply.get("ms") or 0.0)
             with hold("verify a check call"):
                 v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
             worst = max(worst, v.max_rel_err)
@@ -498,7 +504,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list
             traced = traced or trace_at == w
             timed.append((reply["idx"], seed))
             _give_way(g, kind)
-            slow = eff.slow_loops and float(reply.get("ms") or 0.0) >= SLOW_CALL_MS
+            slow = eff.slow_loops and min(g.check_ms, float(reply.get("ms") or 0.0)) >= SLOW_CALL_MS
             if slow:
                 break  # a call this long warms the device itself
         observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
@@ -525,10 +531,14 @@ def _time_size(g: _Grade, sz: _Size, observed: list
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
-            # A slow candidate's size ends after one pair far past the clip, slow in its warm-up and in this pair:
-            # another slot's side stream let into one window cannot make a fast kernel look slow in both. Its calls
-            # may have been let through their gates (H200 run 48: thousands of launches fill the launch queue).
-            if _enough(g, logs, t_size) or (slow and c["ms"] >= SLOW_CALL_MS and one_pair_past_clip(logs[-1])):
+            # A slow candidate's size ends after one pair far past the clip, slow in its check call, its warm-up and
+            # this pair (another slot's side stream let into one window cannot make a fast kernel look slow in all),
+            # neither call let through its gate: a call let through times its host's waits too (H200 run 50: an
+            # honest 0.16 ms kernel timed at 25 ms, clipped; every slow demo candidate's calls are let through, and
+            # so stop by `clip_reps`).
+            clean = not (c.get("stalled") or e.get("stalled"))
+            if _enough(g, logs, t_size) or (slow and clean and c["ms"] >= SLOW_CALL_MS
+                                            and one_pair_past_clip(logs[-1])):
                 break
             _give_way(g, kind)
         if not traced:  # the draw fell past the loop's end, or on a warm-up pair a slow candidate skipped
@@ -585,8 +595,9 @@ SLOW_CALL_MS = 20.0
 
 ONE_PAIR_CLIP_MARGIN_LOG2 = 2.0
 """How far below the clip's lower end one clean timed pair must lie to end its size (`Effort.slow_loops`): a
-candidate 256 times slower than the expert, where the clip is 64. One pair timed alone on the device, after the check
-calls and a warm-up pair at the size: no drift of clocks or warmth moves a ratio by four times."""
+candidate 256 times slower than the expert, where the clip is 64. One pair timed alone on the device, neither call
+let through its gate, after the check calls and a warm-up pair at the size: no drift of clocks or warmth moves a
+ratio by four times."""
 
 
 def one_pair_past_clip(log2_ratio: float) -> bool:

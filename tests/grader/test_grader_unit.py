@@ -576,10 +576,9 @@ def test_timing_stops_early_only_when_the_whole_interval_lies_below_the_clip():
     assert beyond_clip((low - 3, low - 0.01)) and not beyond_clip((low - 3, low + 0.01))
     g = SimpleNamespace(effort=Effort(), window=None, gave_way_s=0.0, window_held_s=0.0)
     now = _time.monotonic()
-    assert Effort().clip_reps == 3
-    assert not _enough(g, [low - 3] * 2, now)
-    assert _enough(g, [low - 3] * 3, now)
-    assert not _enough(g, [low - 3] * 2 + [low + 0.2], now)  # with three pairs the interval is min..max
+    assert not _enough(g, [low - 3] * 4, now)
+    assert _enough(g, [low - 3] * 5, now)
+    assert not _enough(g, [low - 3] * 4 + [low + 0.2], now)  # with five pairs the interval is min..max
     assert not _enough(g, [6.0] * 5, now)  # far above the clip: timed in full (a late charge may yet lower it)
     assert not _enough(g, [0.5] * 19, now) and _enough(g, [0.5] * 20, now)
 

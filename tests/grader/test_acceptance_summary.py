@@ -1,0 +1,30 @@
+"""The acceptance's summary (bench/gpu_acceptance.py) read from recorded H200 runs: what it flags, it flags from the
+grades the GPU gave."""
+import pathlib
+
+from bench.gpu_acceptance import summarise
+from grader.contract import GradeResult
+
+RUNS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "measurements"
+
+
+def _summary(run: str) -> list[str]:
+    rows = [GradeResult.from_json(line) for line in (RUNS / run / "acc" / "grades.jsonl").read_text().splitlines()]
+    meta = {r.attempt_id: {"group": "honest" if r.attempt_id.startswith("adv:honest/") else "other"} for r in rows}
+    return summarise(rows, meta, wall_s=100.0, workers=12).splitlines()
+
+
+def test_an_honest_kernel_stopped_at_the_clip_is_named_in_the_verdict():
+    """H200 run 50: grader 0.14.0 as first measured stopped an honest 0.16 ms kernel after one pair at the clip (its
+    calls let through their gates, timed at 20-25 ms). "None floored" did not show it; this line does."""
+    lines = _summary("2026-12-04-h200-run50")
+    assert "  honest kernels floored\t0/9" in lines
+    assert "  honest kernels stopped at the clip\t1/9" in lines
+    named = [line for line in lines if line.startswith("  STOPPED AT THE CLIP ")]
+    assert named and all("adv:honest/bias_leaky_relu_torch_where.py" in line for line in named), named
+
+
+def test_no_honest_kernel_is_stopped_at_the_clip_in_a_run_that_timed_them_in_full():
+    lines = _summary("2026-12-04-h200-run51")
+    assert "  honest kernels stopped at the clip\t0/12" in lines
+    assert not [line for line in lines if line.startswith("  STOPPED AT THE CLIP ")]
