@@ -72,6 +72,11 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, math.ceil(q * len(s)) - 1))] if s else math.nan
 
 
+SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
+            "reference_first", "output_arena", "split_window", "slow_loops", "fewer_holds")
+"""The parts of the grader `--without` can switch off (each a `GraderService` argument)."""
+
+
 def _clip_stopped(r: GradeResult) -> list:
     """The sizes of a grade whose timing stopped early at the clip (`loop["clip_stop"]`)."""
     return [s for s in r.sizes if (s.loop or {}).get("clip_stop")]
@@ -308,8 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", type=int, default=0, help="also grade this many attempts of the demo corpus")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
-                    "without them: reference_arena, task_affinity, own_root, launch_gate, interleave, "
-                    "draw_before_gate, reference_first, output_arena, split_window, slow_loops, fewer_holds")
+                    f"without them: {', '.join(SWITCHES)}")
     ap.add_argument("--fresh-sample", type=int, default=0, help="first grade this many of round 1's attempts (every "
                     "k-th, so each group is in it) one at a time in a fresh interpreter each, the KernelBench way: "
                     "the baseline the throughput is compared with, on the same attempts in the same run")
@@ -353,12 +357,10 @@ def main(argv: list[str] | None = None) -> int:
         say(summary)
 
     without = {w for w in args.without.split(",") if w}
-    parts = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
-             "reference_first", "output_arena", "split_window", "slow_loops", "fewer_holds")
-    unknown = without - set(parts)
+    unknown = without - set(SWITCHES)
     if unknown:
         ap.error(f"--without: unknown parts {sorted(unknown)}")
-    switches = {part: part not in without for part in parts}
+    switches = {part: part not in without for part in SWITCHES}
     if args.fresh_sample:
         clock["baseline"] = fresh_baseline(every_kth(round_requests(items, ROUNDS[0]), args.fresh_sample),
                                            extra_cards, args.device, args.fresh_budget_s, args.out, say)

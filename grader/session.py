@@ -590,7 +590,8 @@ def _enough(g: _Grade, logs: list[float], t_size: float) -> bool:
 
 
 SLOW_CALL_MS = 20.0
-"""A candidate's warm-up call that ran this long on the device warms the device itself (`Effort.slow_loops`)."""
+"""A candidate whose last check call and warm-up call at a size each ran this long on the device is slow there: its own
+calls warm the device (`Effort.slow_loops`)."""
 
 
 ONE_PAIR_CLIP_MARGIN_LOG2 = 2.0
@@ -772,8 +773,9 @@ def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size, windows=None) -> fl
     warm = (_expert_call(g, expert, sz, seed, gated=True, window=windows, patience_s=EXPERT_WARMUP_PATIENCE_S)
             if windows is not None else _expert_call(g, expert, sz, seed))
     _note_parts(g, "expert warm-up", warm)
-    g.phases["expert"] += time.perf_counter() - t
-    return time.perf_counter() - t
+    took = time.perf_counter() - t
+    g.phases["expert"] += took
+    return took
 
 
 def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False,
