@@ -531,14 +531,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
-            # A slow candidate's size ends after one pair far past the clip, slow in its check call, its warm-up and
-            # this pair (another slot's side stream let into one window cannot make a fast kernel look slow in all),
-            # neither call let through its gate: a call let through times its host's waits too (H200 run 50: an
-            # honest 0.16 ms kernel timed at 25 ms, clipped; every slow demo candidate's calls are let through, and
-            # so stop by `clip_reps`).
-            clean = not (c.get("stalled") or e.get("stalled"))
-            if _enough(g, logs, t_size) or (slow and clean and c["ms"] >= SLOW_CALL_MS
-                                            and one_pair_past_clip(logs[-1])):
+            if _enough(g, logs, t_size) or one_pair_ends_size(slow, c, e):
                 break
             _give_way(g, kind)
         if not traced:  # the draw fell past the loop's end, or on a warm-up pair a slow candidate skipped
@@ -601,8 +594,16 @@ let through its gate, after the check calls and a warm-up pair at the size: no d
 ratio by four times."""
 
 
-def one_pair_past_clip(log2_ratio: float) -> bool:
-    """One clean timed pair lies so far below the clip that more pairs cannot lift the size's clipped speedup."""
+def one_pair_ends_size(slow: bool, cand: dict, twin: dict) -> bool:
+    """One timed pair (the candidate's and the twin's replies) lies so far below the clip that more pairs cannot lift
+    the size's clipped speedup: the candidate `slow` at the size (its last check call and warm-up call), this pair's
+    call slow too (another slot's side stream let into one window cannot make a fast kernel look slow in all three),
+    neither call let through its gate (a call let through times its host's waits too: H200 run 50 timed an honest
+    0.16 ms kernel at 25 ms so, and clipped it; every slow demo candidate's calls are let through, and stop by
+    `Effort.clip_reps`)."""
+    if not slow or cand.get("stalled") or twin.get("stalled") or cand["ms"] < SLOW_CALL_MS:
+        return False
+    log2_ratio = math.log2(max(twin["ms"], 1e-9) / max(cand["ms"], 1e-9))
     return log2_ratio < math.log2(SPEEDUP_CLIP[0]) - ONE_PAIR_CLIP_MARGIN_LOG2
 
 

@@ -583,21 +583,21 @@ def test_timing_stops_early_only_when_the_whole_interval_lies_below_the_clip():
     assert not _enough(g, [0.5] * 19, now) and _enough(g, [0.5] * 20, now)
 
 
-def test_one_clean_pair_ends_a_size_only_far_past_the_clip():
-    """`Effort.slow_loops`: a single timed pair ends its size only when the candidate is 256 times slower than the
-    expert (the clip's 64 by two more in log2); a pair just past the clip, or past it by the interval's margin, does
-    not."""
-    import math as _math
+def test_one_pair_ends_a_size_only_slow_clean_and_far_past_the_clip():
+    """`Effort.slow_loops`: a single timed pair ends its size only when the candidate is slow at the size, this
+    pair's call is slow too, neither call was let through its gate, and the candidate is 256 times slower than the
+    expert (the clip's 64 by two more in log2)."""
+    from grader.session import SLOW_CALL_MS, one_pair_ends_size
 
-    from grader.contract import SPEEDUP_CLIP
-    from grader.session import CLIP_MARGIN_LOG2, ONE_PAIR_CLIP_MARGIN_LOG2, one_pair_past_clip
-
-    clip = _math.log2(SPEEDUP_CLIP[0])
-    assert ONE_PAIR_CLIP_MARGIN_LOG2 > CLIP_MARGIN_LOG2
-    assert one_pair_past_clip(_math.log2(1 / 1600))  # H200 run 46: a naive fp16 matmul, 595 ms against 0.37 ms
-    assert not one_pair_past_clip(clip - CLIP_MARGIN_LOG2 - 0.1)
-    assert not one_pair_past_clip(clip - ONE_PAIR_CLIP_MARGIN_LOG2 + 0.01)
-    assert not one_pair_past_clip(0.0)
+    twin = {"ms": 0.37}
+    far = {"ms": 595.0}  # H200 run 46: a naive fp16 matmul against the expert's 0.37 ms
+    assert one_pair_ends_size(True, far, twin)
+    assert not one_pair_ends_size(False, far, twin)  # the check call or the warm-up call was fast
+    assert not one_pair_ends_size(True, {**far, "stalled": True}, twin)  # let through: host waits timed too
+    assert not one_pair_ends_size(True, far, {**twin, "stalled": True})
+    assert not one_pair_ends_size(True, {"ms": 0.37 * 200}, twin)  # past the clip, not by the one-pair margin
+    assert not one_pair_ends_size(True, {"ms": SLOW_CALL_MS / 2}, {"ms": 0.001})  # far past, but not a slow call
+    assert one_pair_ends_size(True, {"ms": SLOW_CALL_MS}, {"ms": SLOW_CALL_MS / 1000})
 
 
 def test_a_loop_gives_way_by_the_time_it_held_the_device_not_by_its_pairs():
