@@ -323,8 +323,6 @@ class _Grade:
     gave_way_s: float = 0.0
     held_since: float = 0.0
     """When the current loop came in or last gave way (`_give_way`)."""
-    check_ms: float = 0.0
-    """The device time of the current size's last check call (`Effort.slow_loops`)."""
     watch: object = None
     """grader.devicewatch.DeviceWatch of the device, or None (no GPU, no NVML)."""
     roles: Callable[[], dict[int, str]] = dict
@@ -381,17 +379,17 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     sz = _Size(key=size_key(size), hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape,
                out_nbytes=elem * _prod(out_shape), given=card.inputs_from == "task")
     _watch(g, g.conn, True)
-    worst = _check_size(g, sz)
+    worst, check_ms = _check_size(g, sz)
     t, verifying = time.perf_counter(), g.phases["correctness"]
     observed: list[dict] = []
-    cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed)
+    cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed, check_ms)
     g.phases["timing"] += time.perf_counter() - t - (g.phases["correctness"] - verifying)
     if verified is None:  # `Effort.fewer_holds` off: after the loop, a hold for each verification
         _judge_observed(g, sz, observed)
         verified = _verify_timed(g, sz, timed, held=False)
     worst = max(worst, verified)
     cand_ms = [c + late_ms for c in cand_ms]
-    logs = [math.log2(max(e, 1e-9) / max(c, 1e-9)) for e, c in zip(exp_ms, cand_ms)]
+    logs = [log2_speedup(e, c) for e, c in zip(exp_ms, cand_ms)]
     c_med, e_med = median(cand_ms), median(exp_ms)
     measured = 2.0 ** median(logs)
     bw = next((v for k, v in BANDWIDTH_BYTES_PER_S.items() if k in g.device_name), BANDWIDTH_BYTES_PER_S["cpu"])
@@ -406,8 +404,8 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
                       max_rel_err=worst, device_watch=watched, loop=loop), measured
 
 
-def _check_size(g: _Grade, sz: _Size) -> float:
-    """Fully verified calls; the worst error seen. With `Effort.fewer_holds` they share one shared hold, taken once
+def _check_size(g: _Grade, sz: _Size) -> tuple[float, float]:
+    """Fully verified calls; the worst error seen, and the device ms of the last call (`Effort.slow_loops`). With `Effort.fewer_holds` they share one shared hold, taken once
     the attempt's first call (which compiles, under no hold) is done, and the expert's first call at the size
     (`_expert_warmup`) runs in it last; else each call and each verification takes a hold of its own."""
     worst = 0.0
@@ -418,7 +416,7 @@ def _check_size(g: _Grade, sz: _Size) -> float:
         with contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
             _reference_worker(g)
     fewer = g.effort.fewer_holds
-    expert = None
+    expert, check_ms = None, 0.0
     with contextlib.ExitStack() as held:
         def hold(purpose: str):
             nonlocal expert
@@ -444,7 +442,7 @@ def _check_size(g: _Grade, sz: _Size) -> float:
                 t += time.perf_counter() - t_call
             else:
                 _note_parts(g, "check call", reply)
-            g.check_ms = float(reply.get("ms") or 0.0)
+            check_ms = float(reply.get("ms") or 0.0)
             with hold("verify a check call"):
                 v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
             worst = max(worst, v.max_rel_err)
@@ -453,7 +451,7 @@ def _check_size(g: _Grade, sz: _Size) -> float:
         if expert is not None:
             t += _expert_warmup(g, expert, sz)  # charged to the expert phase
     g.phases["correctness"] += time.perf_counter() - t
-    return worst
+    return worst, check_ms
 
 
 def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list) -> list[dict]:
@@ -463,7 +461,7 @@ def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list) -> list[dict]:
     return _watch(g, g.conn, False)
 
 
-def _time_size(g: _Grade, sz: _Size, observed: list
+def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float
                ) -> tuple[list, list, list, float, dict | None, dict, float | None]:
     """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
     same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
@@ -471,7 +469,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list
     (candidate ms, expert ms, [(output index, seed)] of the candidate's calls, late ms, what the device
     watch saw meanwhile, where the loop's time went: `_loop_record`, and with `Effort.fewer_holds` the worst error
     of the timed outputs, verified in the loop's hold after the observed calls were judged, else None); the
-    observed calls' records are added to `observed`."""
+    observed calls' records are added to `observed`. `check_ms`: the device ms of the size's last check call
+    (`Effort.slow_loops`)."""
     eff = g.effort
     max_reps = max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(sz.out_nbytes, 1)))
     # Observed (grader/observe.py): the check calls, the warm-up calls and one call drawn among the warm-up and timed
@@ -504,7 +503,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list
             traced = traced or trace_at == w
             timed.append((reply["idx"], seed))
             _give_way(g, kind)
-            slow = eff.slow_loops and min(g.check_ms, float(reply.get("ms") or 0.0)) >= SLOW_CALL_MS
+            slow = eff.slow_loops and min(check_ms, float(reply.get("ms") or 0.0)) >= SLOW_CALL_MS
             if slow:
                 break  # a call this long warms the device itself
         observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
@@ -530,7 +529,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list
             exp_ms.append(e["ms"])
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
-            logs.append(math.log2(max(e["ms"], 1e-9) / max(c["ms"], 1e-9)))
+            logs.append(log2_speedup(e["ms"], c["ms"]))
             if _enough(g, logs, t_size) or one_pair_ends_size(slow, c, e):
                 break
             _give_way(g, kind)
@@ -603,8 +602,12 @@ def one_pair_ends_size(slow: bool, cand: dict, twin: dict) -> bool:
     `Effort.clip_reps`)."""
     if not slow or cand.get("stalled") or twin.get("stalled") or cand["ms"] < SLOW_CALL_MS:
         return False
-    log2_ratio = math.log2(max(twin["ms"], 1e-9) / max(cand["ms"], 1e-9))
-    return log2_ratio < math.log2(SPEEDUP_CLIP[0]) - ONE_PAIR_CLIP_MARGIN_LOG2
+    return log2_speedup(twin["ms"], cand["ms"]) < math.log2(SPEEDUP_CLIP[0]) - ONE_PAIR_CLIP_MARGIN_LOG2
+
+
+def log2_speedup(expert_ms: float, cand_ms: float) -> float:
+    """One pair's log2 speedup of the candidate over the expert (times floored at 1 ps: a zero never divides)."""
+    return math.log2(max(expert_ms, 1e-9) / max(cand_ms, 1e-9))
 
 
 def _give_way(g: _Grade, kind: str) -> None:
