@@ -73,7 +73,7 @@ def pct(xs: list[float], q: float) -> float:
 
 
 SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
-            "reference_first", "output_arena", "split_window", "slow_loops", "fewer_holds")
+            "reference_first", "output_arena", "split_window", "slow_loops", "fewer_holds", "check_windows")
 """The parts of the grader `--without` can switch off (each a `GraderService` argument)."""
 
 
@@ -345,11 +345,12 @@ def main(argv: list[str] | None = None) -> int:
                                                      args.workers))
         summary += ("\n  the device lock's time (s)\t" + ", ".join(f"{k.removesuffix('_s')} {v:.1f}"
                                                                    for k, v in lock.items() if k.endswith("_s"))
-                    + f"; {lock['windows']} device windows, {lock.get('draw_windows', 0)} draw windows; "
+                    + f"; {lock['windows']} device windows, {lock.get('draw_windows', 0)} draw windows, "
+                      f"{lock.get('check_windows', 0)} check windows; "
                       f"loops gave way {lock.get('gave_way', 0)} times")
-        if lock.get("purposes"):  # holder-seconds: shared holds overlap, so they add up past the shared time
-            summary += ("\n== shared holds by purpose, and their parts (`purpose: part`, timed on the parent's or the "
-                        "worker's clock inside the hold)\n  purpose\tcount\tseconds\tms each"
+        if lock.get("purposes"):  # holder-seconds: check work's holds overlap, so they add up past the wall clock
+            summary += ("\n== check work's holds by purpose, and their parts (`purpose: part`, timed on the parent's or "
+                        "the worker's clock inside the hold)\n  purpose\tcount\tseconds\tms each"
                         + "".join(f"\n  {k}\t{n}\t{s:.1f}\t{1e3 * s / max(n, 1):.2f}"
                                   for k, (n, s) in lock["purposes"].items()))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "

@@ -23,6 +23,11 @@ another kind, so neither starves):
   windows, and no device interval overlaps any other device work of the grader. Before grader 0.13.0
   a gated call was one window from its message to "done" (H200 run 43: 3.4 ms a window, of which
   0.05-0.07 ms were the call's kernels).
+- `check` (grader 0.15.0, `Effort.check_windows`): one piece of check work beside the loops. It takes a place
+  of kind `loop`, so it never runs beside an `exclusive` holder, and in it one `draw` window, so it never runs
+  beside a timed call's device interval. Check work then interleaves with the timing loops window by window,
+  and neither waits for the other's whole phase (H200 run 50: a size's shared hold waited 1.83 s for the loops
+  to give way, and loops gave way 569 times). `shared` is the hold of 0.14.0 and before.
 - `exclusive`: a timing loop that cannot split its device work into windows (the CPU, whose timing
   is the host's; a worker without a launch gate; inputs a task makes itself), and, with
   `interleave=False`, every loop: the device to itself for the whole size.
@@ -100,8 +105,8 @@ class DeviceLock:
         self._since = time.monotonic()
         self._state = "idle"
         self._seconds = dict.fromkeys(KINDS + ("idle",), 0.0)
-        self._window_s = dict.fromkeys(WINDOW_KINDS, 0.0)
-        self._window_n = dict.fromkeys(WINDOW_KINDS, 0)
+        self._window_s = dict.fromkeys(WINDOW_KINDS + ("check",), 0.0)  # check: the draw windows of `check`
+        self._window_n = dict.fromkeys(WINDOW_KINDS + ("check",), 0)
         self._gave_way = 0
         self._purposes: dict[str, tuple[int, float]] = {}
 
@@ -165,6 +170,28 @@ class DeviceLock:
         `stats()`."""
         return self._take("shared", purpose)
 
+    @contextmanager
+    def check(self, purpose: str = ""):
+        """One piece of check work beside the timing loops: a place of kind `loop` (never beside `exclusive`) and
+        in it a draw window (never beside a `device` window), counted apart from the loops' own draws. Never
+        taken inside a loop's hold or a window: a second place behind a waiter of another kind would wait for
+        itself. `purpose` names the work in `stats()`, its wait the wait for both."""
+        t = time.monotonic()
+        with self._cond:
+            self._acquire("loop")
+        try:
+            with self.window("draw", stat="check"):
+                waited, t = time.monotonic() - t, time.monotonic()
+                try:
+                    yield
+                finally:
+                    if purpose:
+                        self.note(purpose, time.monotonic() - t)
+                        self.note(f"{purpose}: waiting for the hold", waited)
+        finally:
+            with self._cond:
+                self._release("loop")
+
     def exclusive(self):
         """A timing loop that holds the device alone for the whole size."""
         return self._take("exclusive")
@@ -174,9 +201,10 @@ class DeviceLock:
         return self._take("loop" if self.interleave else "exclusive")
 
     @contextmanager
-    def window(self, kind: str = "device"):
+    def window(self, kind: str = "device", stat: str = ""):
         """One window of a loop's device work, only inside `loop()`: `device` (a timed call's device interval)
-        alone, `draw` (untimed device work) beside other draws; never the two kinds at once."""
+        alone, `draw` (untimed device work) beside other draws; never the two kinds at once. `stat`: the name its
+        time is counted under in `stats()`, if not its kind's."""
         turns = self._windows
         with turns.cond:
             turns.acquire(kind)
@@ -186,8 +214,8 @@ class DeviceLock:
         finally:
             with turns.cond:
                 turns.release(kind)
-                self._window_s[kind] += time.monotonic() - t
-                self._window_n[kind] += 1
+                self._window_s[stat or kind] += time.monotonic() - t
+                self._window_n[stat or kind] += 1
 
     def state(self) -> dict:
         """Who holds the lock now and who waits, for a stalled run's record."""
@@ -199,7 +227,8 @@ class DeviceLock:
 
     def stats(self) -> dict:
         """Seconds the device spent in each state since the lock was made (idle: nobody held it), the device
-        windows the loops took (count, seconds) and their draw windows (count, holder-seconds: draws overlap),
+        windows the loops took (count, seconds), their draw windows and check work's (`check`; count,
+        holder-seconds: draws overlap),
         the times loops gave way, and per named purpose of a shared hold [holds, holder-seconds]."""
         with self._windows.cond:
             count, seconds = dict(self._window_n), dict(self._window_s)
@@ -207,6 +236,8 @@ class DeviceLock:
             self._account()
             return {**{f"{k}_s": round(v, 3) for k, v in self._seconds.items()},
                     "windows": count["device"], "window_s": round(seconds["device"], 3),
-                    "draw_windows": count["draw"], "draw_window_s": round(seconds["draw"], 3), "gave_way": self._gave_way,
+                    "draw_windows": count["draw"], "draw_window_s": round(seconds["draw"], 3),
+                    "check_windows": count["check"], "check_window_s": round(seconds["check"], 3),
+                    "gave_way": self._gave_way,
                     "purposes": {k: [n, round(s, 3)] for k, (n, s) in sorted(self._purposes.items())}}
 

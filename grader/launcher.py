@@ -66,6 +66,8 @@ class WorkerConn:
     out_arena: wire.Arena | None = None
     """The slot's arena a candidate worker copies its fetched outputs into (`Slot.lend_output_arena`); the slot's,
     so it outlives the worker."""
+    warmed: set = field(default_factory=set)
+    """The sizes an expert's worker has been called at (`session._expert_warmup`): its first call at one compiles."""
 
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None,
                 window=None, patience_s: float = timing.GATE_PATIENCE_S, whole: bool = False

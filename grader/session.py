@@ -64,8 +64,17 @@ class Effort:
     fewer_holds: bool = True
     """Fewer shared holds per size, each a wait for the timing loops to give way (H200 run 49: 0.6-1.2 s a wait): the
     size's check calls and their verifications in one hold, and in it the expert's first call at the size, ungated
-    (`_expert_warmup`); the timed outputs verified in the timing loop's own hold, one draw window (0.14.0; --without
+    (`_expert_warmup`); the timed outputs verified in the timing loop's own hold, in its draw windows (0.14.0; --without
     fewer_holds). Until then each call and each verification waited for a hold of its own."""
+    check_windows: bool = True
+    """Each piece of check work (a check call, a verification's fetch, its inputs, the reference's answer, the
+    comparison, the expert's warm-up) runs in a window of its own beside the timing loops (`DeviceLock.check`): never
+    beside a timed call's device interval or an exclusive loop, and never waiting for a loop's whole phase (0.15.0;
+    --without check_windows). Until then check work took shared holds, and it and the loops took turns in phases:
+    H200 run 50 spent 138.5 s of the lock shared and 189.3 s in loops, the device idle in most of both; a size's
+    shared hold waited 1.83 s for the loops to give way. The expert's first call at a size in its worker compiles
+    its kernels (H200 run 50: 251 ms a call on average) and holds nothing, as the attempt's first call does: the
+    expert's code is the catalogue's, and in a window it would hold every slot's timed calls off while it compiles."""
     target_log2_halfwidth: float = 0.01
     """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
     most this far either side of its median."""
@@ -386,7 +395,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     g.phases["timing"] += time.perf_counter() - t - (g.phases["correctness"] - verifying)
     if verified is None:  # `Effort.fewer_holds` off: after the loop, a hold for each verification
         _judge_observed(g, sz, observed)
-        verified = _verify_timed(g, sz, timed, held=False)
+        verified = _verify_timed(g, sz, timed, lambda: _check_hold(g, "verify a timed call"))
     worst = max(worst, verified)
     cand_ms = [c + late_ms for c in cand_ms]
     logs = [log2_speedup(e, c) for e, c in zip(exp_ms, cand_ms)]
@@ -405,9 +414,12 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
 
 
 def _check_size(g: _Grade, sz: _Size) -> tuple[float, float]:
-    """Fully verified calls; the worst error seen, and the device ms of the last call (`Effort.slow_loops`). With `Effort.fewer_holds` they share one shared hold, taken once
-    the attempt's first call (which compiles, under no hold) is done, and the expert's first call at the size
-    (`_expert_warmup`) runs in it last; else each call and each verification takes a hold of its own."""
+    """Fully verified calls; the worst error seen, and the device ms of the last call (`Effort.slow_loops`). The
+    attempt's first call compiles, under no hold; the expert's first call at the size (`_expert_warmup`) runs last.
+    With `Effort.check_windows` each call, each piece of each verification and the expert's call take a check window
+    of their own (but an expert's call that compiles: none); else with `Effort.fewer_holds` they share one shared
+    hold, taken once the first call is done; else each call and each verification takes a shared hold of its
+    own. With either of the first two the expert's worker starts before the first hold."""
     worst = 0.0
     t = time.perf_counter()
     # The task's reference worker starts (seconds: CUDA, the task's imports) before any hold on the device, which
@@ -415,17 +427,19 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float]:
     if g.effort.reference_first:
         with contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
             _reference_worker(g)
-    fewer = g.effort.fewer_holds
+    fewer, windows = g.effort.fewer_holds, g.effort.check_windows
     expert, check_ms = None, 0.0
     with contextlib.ExitStack() as held:
-        def hold(purpose: str):
+        def start_expert() -> None:
             nonlocal expert
-            if not fewer:
-                return _hold(g, "shared", purpose)
-            if expert is None:  # the size's one hold, its expert started before it (a start takes seconds)
+            if fewer and expert is None:  # started before the first hold (a start takes seconds)
                 expert = _expert_worker(g)
-                held.enter_context(_hold(g, "shared", "check calls"))
-            return contextlib.nullcontext()
+                if not windows:  # the size's one shared hold
+                    held.enter_context(_hold(g, "shared", "check calls"))
+
+        def hold(purpose: str):
+            start_expert()
+            return _check_hold(g, purpose) if windows or not fewer else contextlib.nullcontext()
 
         for i in range(g.effort.check_calls):
             seed = derive_seed(g.seed, sz.key, "check", i)
@@ -443,13 +457,19 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float]:
             else:
                 _note_parts(g, "check call", reply)
             check_ms = float(reply.get("ms") or 0.0)
-            with hold("verify a check call"):
-                v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
+            if windows:  # each piece of the verification in a window of its own
+                start_expert()
+                v = _verify(g, sz, reply["idx"], seed, with_inputs=True, piece=lambda: _check_hold(g))
+            else:
+                with hold("verify a check call"):
+                    v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
             worst = max(worst, v.max_rel_err)
             if not v.ok:
                 raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}")
-        if expert is not None:
-            t += _expert_warmup(g, expert, sz)  # charged to the expert phase
+        if expert is not None:  # charged to the expert phase
+            compiles = sz.key not in expert.warmed
+            with _check_hold(g) if windows and not compiles else contextlib.nullcontext():
+                t += _expert_warmup(g, expert, sz)
     g.phases["correctness"] += time.perf_counter() - t
     return worst, check_ms
 
@@ -485,7 +505,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float
     expert = _expert_worker(g)
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
     if not eff.fewer_holds:  # else it ran in the check calls' hold
-        _expert_warmup(g, expert, sz, _shared_windows(g, "expert warm-up"))
+        _expert_warmup(g, expert, sz, lambda kind: _check_hold(g, "expert warm-up"))
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
     traced = slow = False
     # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
@@ -546,10 +566,9 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float
                 "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
                 "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop}
         verified = None
-        if eff.fewer_holds:  # one draw window of the loop's: no wait for the loops to give way again
+        if eff.fewer_holds:  # in the loop's draw windows: no wait for the loops to give way again
             _judge_observed(g, sz, observed)
-            with whole():
-                verified = _verify_timed(g, sz, timed, held=True)
+            verified = _verify_timed(g, sz, timed, whole)
     return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched, loop, verified
 
 
@@ -717,33 +736,36 @@ EXPERT_WARMUP_PATIENCE_S = 5.0
 gate anyway. Experts are the catalogue's own code, which never waits for the device while it launches."""
 
 
-def _shared_windows(g: _Grade, purpose: str):
-    """What a call of check work let through its gate takes around its draw and its device interval (`WorkerConn.
-    request`): each a shared hold of the device lock, named `purpose`; its launch, behind the closed gate, holds
-    nothing."""
-    return lambda kind: _hold(g, "shared", purpose)
-
-
 @contextlib.contextmanager
 def _hold(g: _Grade, kind: str, purpose: str = ""):
-    """The device lock, shared or exclusive (a shared hold names its `purpose` for the lock's stats); time spent
+    """The device lock, of any kind (`shared` and `check` name their `purpose` for the lock's stats); time spent
     waiting for it is not the attempt's."""
     t = time.monotonic()
-    with (g.gpu_lock.shared(purpose) if kind == "shared" else getattr(g.gpu_lock, kind)()):
+    with (getattr(g.gpu_lock, kind)(purpose) if kind in ("shared", "check") else getattr(g.gpu_lock, kind)()):
         g.waited_s += time.monotonic() - t
         yield
 
 
-def _verify_timed(g: _Grade, sz: _Size, timed: list, held: bool) -> float:
-    """Verify a sample of the timed outputs, chosen now that the calls are done; the worst error. `held`: inside a
-    hold the caller took (the timing loop's), else each verification in a shared hold of its own."""
+def _check_hold(g: _Grade, purpose: str = "check window"):
+    """What one piece of check work takes: a check window beside the loops (`Effort.check_windows`, one purpose for
+    all in the lock's stats), else a shared hold named `purpose`."""
+    return _hold(g, "check", "check window") if g.effort.check_windows else _hold(g, "shared", purpose)
+
+
+def _verify_timed(g: _Grade, sz: _Size, timed: list, hold: Callable) -> float:
+    """Verify a sample of the timed outputs, chosen now that the calls are done; the worst error. `hold()`: what
+    each verification takes, whole or (`Effort.check_windows`) piece by piece: a draw window of the timing loop's
+    or, after it, check work's own."""
     t = time.perf_counter()
     worst = 0.0
     eff = g.effort
     n_verify = min(len(timed), max(eff.verify_timed, math.ceil(eff.verify_fraction * len(timed))))
     for idx, seed in g.rng.sample(timed, n_verify):
-        with contextlib.nullcontext() if held else _hold(g, "shared", "verify a timed call"):
-            v = _verify(g, sz, idx, seed, with_inputs=False)
+        if eff.check_windows:
+            v = _verify(g, sz, idx, seed, with_inputs=False, piece=hold)
+        else:
+            with hold():
+                v = _verify(g, sz, idx, seed, with_inputs=False)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
             raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
@@ -770,12 +792,13 @@ def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size, windows=None) -> fl
     expert phase. With `windows` (0.13.0, `Effort.fewer_holds` off) it is let through its gate with the patience of a
     compile, its draw and its device interval each in a window of `windows`, its launch in none; but a first launch
     waits for the device behind the closed gate until the patience runs out (H200 run 48: 3.8 s a call, 3.3 s in run
-    46). Without, it is an ungated call, inside a hold its caller took: the size's check calls'. Returns its
-    seconds."""
+    46). Without, it is an ungated call, inside what its caller took: the size's shared hold, or a check window
+    (`Effort.check_windows`), or nothing when it compiles. Returns its seconds."""
     t = time.perf_counter()
     seed = derive_seed(g.seed, sz.key, "expert-warmup")
     warm = (_expert_call(g, expert, sz, seed, gated=True, window=windows, patience_s=EXPERT_WARMUP_PATIENCE_S)
             if windows is not None else _expert_call(g, expert, sz, seed))
+    expert.warmed.add(sz.key)
     _note_parts(g, "expert warm-up", warm)
     took = time.perf_counter() - t
     g.phases["expert"] += took
@@ -1015,9 +1038,51 @@ def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
         g.kernels.extend(kernels)
 
 
-def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Verdict:
+def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece: Callable = contextlib.nullcontext
+            ) -> Verdict:
+    """Fetch output `idx` (and with its inputs: they must be unchanged), compare it with the reference's answer for
+    `seed`; the verdict. `piece()`: what each piece of device work takes (the fetch, the inputs, the reference, the
+    comparison; `Effort.check_windows`), nothing when the caller holds the device for the whole. Each piece ends
+    with the device idle for this process: a copy onto the device and a comparison's answer wait for their work."""
     task, slot = g.task, g.slot
-    t_fetch = time.perf_counter()
+    with piece():
+        t_fetch = time.perf_counter()
+        tensors = _fetch(g, idx, with_inputs)
+        fetched = time.perf_counter() - t_fetch
+    g.phases["transfer"] += fetched
+    g.gpu_lock.note("verify: fetch", fetched)
+    t_ref = time.perf_counter()
+    if with_inputs:  # the tensors among the inputs (a Python number cannot be changed in place)
+        with piece():
+            t_in = time.perf_counter()
+            inputs = (_given_tensors(g, sz, seed) if sz.given else
+                      [t for t in make_inputs(sz.specs, seed, slot.device) if not isinstance(t, (int, float))])
+            returned = tensors[1:]
+            if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
+                raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
+            g.gpu_lock.note("verify: inputs", time.perf_counter() - t_in)
+    with piece():
+        t = time.perf_counter()
+        ref, scale = _reference(g, sz, seed)
+        g.gpu_lock.note("verify: reference", time.perf_counter() - t)
+    with piece():
+        t = time.perf_counter()
+        atol, rtol = task.card.tolerance()
+        verdict = compare(tensors[0], ref, atol, rtol, scale)
+        if verdict.reason_code is Reason.MISMATCH and math.isfinite(verdict.max_rel_err):
+            # Outside the card's bound: is honest arithmetic? The expert, on the same inputs, says how far it gets.
+            slack = expert_slack(_expert_output(g, sz, seed), ref, rtol)
+            if slack > 0:
+                verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
+                g.slack_used = max(g.slack_used, slack) if verdict.ok else g.slack_used
+        g.gpu_lock.note("verify: compare", time.perf_counter() - t)
+    g.phases["reference"] += time.perf_counter() - t_ref
+    return verdict
+
+
+def _fetch(g: _Grade, idx: int, with_inputs: bool) -> list:
+    """The candidate's kept output `idx` (and its inputs), copied out of its worker onto this process's device."""
+    slot = g.slot
     reply, _, _ = _request(g.conn, {"op": "fetch", "idx": idx, "with_inputs": with_inputs}, g.remaining)
     fd = wire.recv_fd(g.conn.sock) if reply.get("_fd") else None
     try:
@@ -1036,39 +1101,12 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool) -> Ver
         raise
     try:
         if fd is not None:
-            tensors = wire.tensors_from_memfd(reply["tensors"], fd, slot.device)
-        elif g.conn.out_arena is not None:  # copied out before any candidate code can run again
-            tensors = g.conn.out_arena.read(reply["tensors"], slot.device)
-        else:
-            raise wire.WireError("it answered in an arena it was never lent")
+            return wire.tensors_from_memfd(reply["tensors"], fd, slot.device)
+        if g.conn.out_arena is not None:  # copied out before any candidate code can run again
+            return g.conn.out_arena.read(reply["tensors"], slot.device)
+        raise wire.WireError("it answered in an arena it was never lent")
     except (wire.WireError, OSError, ValueError, TypeError, AttributeError, KeyError) as e:
         raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
-    fetched = time.perf_counter() - t_fetch
-    g.phases["transfer"] += fetched
-    g.gpu_lock.note("verify: fetch", fetched)
-    t_ref = time.perf_counter()
-    if with_inputs:  # the tensors among the inputs (a Python number cannot be changed in place)
-        inputs = (_given_tensors(g, sz, seed) if sz.given else
-                  [t for t in make_inputs(sz.specs, seed, slot.device) if not isinstance(t, (int, float))])
-        returned = tensors[1:]
-        if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
-            raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
-        g.gpu_lock.note("verify: inputs", time.perf_counter() - t_ref)
-    t = time.perf_counter()
-    ref, scale = _reference(g, sz, seed)
-    g.gpu_lock.note("verify: reference", time.perf_counter() - t)
-    t = time.perf_counter()
-    atol, rtol = task.card.tolerance()
-    verdict = compare(tensors[0], ref, atol, rtol, scale)
-    if verdict.reason_code is Reason.MISMATCH and math.isfinite(verdict.max_rel_err):
-        # Outside the card's bound: is honest arithmetic? The expert, on the same inputs, says how far it gets.
-        slack = expert_slack(_expert_output(g, sz, seed), ref, rtol)
-        if slack > 0:
-            verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
-            g.slack_used = max(g.slack_used, slack) if verdict.ok else g.slack_used
-    g.gpu_lock.note("verify: compare", time.perf_counter() - t)
-    g.phases["reference"] += time.perf_counter() - t_ref
-    return verdict
 
 
 def _note_parts(g: _Grade, purpose: str, reply: dict, parts: tuple = ("park", "inputs", "call", "check", "rest")

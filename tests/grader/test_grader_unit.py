@@ -419,11 +419,12 @@ def test_device_lock_lets_timing_loops_interleave_by_window_but_never_beside_che
         assert solo._held["exclusive"] == 1
 
 
-def _hammer(kinds: tuple, take, alone: tuple, threads: int, rounds: int, pause_s: float, around=None
-            ) -> tuple[int, list, dict]:
+def _hammer(kinds: tuple, take, alone: tuple, threads: int, rounds: int, pause_s: float, around=None,
+            beside: tuple = ()) -> tuple[int, list, dict]:
     """Threads each taking `rounds` holds of a kind drawn from `kinds` (`take(kind)`, all inside `around()` when
     given), holding each up to `pause_s`. Returns how many threads got through, every moment two kinds (or two
-    holders of a kind in `alone`) held at once, and the most holders of each kind at once."""
+    holders of a kind in `alone`) held at once, but the pairs of kinds in `beside`, and the most holders of each kind
+    at once."""
     import contextlib
     import random as _random
     import threading
@@ -440,7 +441,8 @@ def _hammer(kinds: tuple, take, alone: tuple, threads: int, rounds: int, pause_s
                     with guard:
                         now[kind] += 1
                         most[kind] = max(most[kind], now[kind])
-                        if any(n for k, n in now.items() if k != kind) or (kind in alone and now[kind] > 1):
+                        if any(n for k, n in now.items() if k != kind and {k, kind} not in beside) \
+                                or (kind in alone and now[kind] > 1):
                             bad.append(dict(now))
                     _time.sleep(rng.random() * pause_s)
                     with guard:
@@ -469,6 +471,37 @@ def test_device_lock_under_many_waiters_of_every_kind_admits_them_all_and_never_
     assert done == 12, (done, lock.state())
     assert not bad, bad[:3]
     assert lock.state() == {"held": dict.fromkeys(KINDS, 0), "waiting": [], "windows": {"draw": 0, "device": 0}}
+
+
+def test_check_windows_run_beside_loops_and_their_draws_never_beside_a_device_window_or_an_exclusive_loop():
+    """`DeviceLock.check` (`Effort.check_windows`): threads taking check windows, a loop's draw or device window (each
+    in a loop hold of its own) and exclusive holds at random; a check window ran beside loops' draws and other
+    check windows, never beside a device window or an exclusive holder, and every thread got through."""
+    import contextlib
+
+    from grader.devicelock import DeviceLock
+
+    lock = DeviceLock()
+
+    @contextlib.contextmanager
+    def take(kind):
+        if kind == "check":
+            with lock.check("piece"):
+                yield
+        elif kind == "exclusive":
+            with lock.exclusive():
+                yield
+        else:
+            with lock.loop(), lock.window(kind):
+                yield
+
+    done, bad, most = _hammer(("check", "check", "draw", "device", "exclusive"), take, ("device", "exclusive"),
+                              threads=10, rounds=50, pause_s=0.001, beside=({"check", "draw"},))
+    assert done == 10 and not bad, (done, bad[:3], lock.state())
+    assert most["check"] > 1  # side by side
+    stats = lock.stats()
+    assert stats["check_windows"] == stats["purposes"]["piece"][0] > 0 and stats["check_window_s"] > 0
+    assert stats["shared_s"] == 0.0
 
 
 def test_draw_windows_run_beside_each_other_never_beside_a_device_window_and_take_turns_in_the_order_asked():

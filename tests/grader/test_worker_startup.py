@@ -364,11 +364,11 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     # and its check work is broken down in the lock's stats: the verifications' parts, the reference worker's own
     after = service.gpu_lock.stats()["purposes"]
     for part in ("verify: fetch", "verify: reference", "verify: compare", "reference worker: run",
-                 "reference worker: write", "check call: call", "check calls", "expert warm-up: call"):
+                 "reference worker: write", "check call: call", "check window", "expert warm-up: call"):
         assert after[part][0] > before.get(part, (0, 0.0))[0], (part, after.get(part))
-    # with `Effort.fewer_holds` a size's check calls share one hold, with the expert's warm-up in it, and its timed
+    # with `Effort.check_windows` each piece of check work takes a check window (one purpose for all), and the timed
     # outputs are verified in the timing loop's hold
-    for one_each in ("check call", "verify a check call", "verify a timed call", "expert warm-up"):
+    for one_each in ("check call", "verify a check call", "verify a timed call", "expert warm-up", "check calls"):
         assert after.get(one_each, (0, 0.0))[0] == before.get(one_each, (0, 0.0))[0], (one_each, after.get(one_each))
 
 
@@ -398,20 +398,41 @@ def test_a_slow_candidates_size_is_done_after_one_warm_up_pair_and_one_clean_pai
         service.effort = kept
 
 
-def test_without_fewer_holds_each_call_and_verification_takes_a_hold_of_its_own(service):
-    """`Effort.fewer_holds` off (0.13.0, for the acceptance's A/B): each check call, each verification and the
-    expert's warm-up take shared holds of their own, and the timed outputs are verified after the loop."""
+@pytest.mark.parametrize("fewer_holds,holds", [
+    (False, {"verify a check call": True, "verify a timed call": True, "expert warm-up": True, "check calls": False}),
+    (True, {"check calls": True, "verify a check call": False, "verify a timed call": False, "expert warm-up": False}),
+])
+def test_without_check_windows_check_work_takes_shared_holds(service, fewer_holds, holds):
+    """`Effort.check_windows` off, for the acceptance's A/B: check work takes shared holds, no check window. With
+    `Effort.fewer_holds` off too (0.13.0) each check call, each verification and the expert's warm-up take one of
+    their own, and the timed outputs are verified after the loop; with it on (0.14.0) a size's check calls share
+    one, the expert's warm-up in it, and the timed outputs are verified in the loop's hold."""
     import dataclasses
 
     kept = service.effort
-    before = service.gpu_lock.stats()["purposes"]
+    before = service.gpu_lock.stats()
     try:
-        service.effort = dataclasses.replace(kept, fewer_holds=False)
-        r = _grade(service, "fewer_holds_off", HONEST)
+        service.effort = dataclasses.replace(kept, fewer_holds=fewer_holds, check_windows=False)
+        r = _grade(service, f"check_windows_off_{fewer_holds}", HONEST)
     finally:
         service.effort = kept
     assert r.status is Status.CORRECT, r.reason
-    after = service.gpu_lock.stats()["purposes"]
-    for part, more in (("verify a check call", True), ("verify a timed call", True), ("expert warm-up", True),
-                       ("check calls", False)):
-        assert (after.get(part, (0, 0.0))[0] > before.get(part, (0, 0.0))[0]) is more, (part, after.get(part))
+    after = service.gpu_lock.stats()
+    assert after["check_windows"] == before["check_windows"]
+    for part, more in holds.items():
+        was = before["purposes"].get(part, (0, 0.0))[0]
+        assert (after["purposes"].get(part, (0, 0.0))[0] > was) is more, (part, after["purposes"].get(part))
+
+
+def test_check_windows_each_piece_of_check_work_and_a_warm_experts_first_call_at_a_size(service):
+    """`Effort.check_windows`: per size, the check call (but the attempt's first, which compiles), the four pieces
+    of its verification (fetch, inputs, reference, comparison) and the expert's first call, once its worker has
+    run at the size (the call that compiles holds nothing), each take a check window; on the CPU a timing loop
+    holds the device alone, and its timed outputs are verified in it. Graded twice, the second grade's expert is
+    warm at every size."""
+    service.effort.check_windows and service.effort.check_calls == 1 or pytest.skip("the CPU's effort")
+    _grade(service, "check_windows_warm", HONEST)
+    before = service.gpu_lock.stats()["check_windows"]
+    r = _grade(service, "check_windows_counted", HONEST)
+    assert r.status is Status.CORRECT, r.reason
+    assert service.gpu_lock.stats()["check_windows"] - before == 6 * len(r.sizes) - 1, r.sizes
