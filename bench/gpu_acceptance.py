@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{lock.get('check_windows', 0)} check windows; "
                       f"loops gave way {lock.get('gave_way', 0)} times")
         if lock.get("purposes"):  # holder-seconds: check work's holds overlap, so they add up past the wall clock
-            summary += ("\n== check work's holds by purpose, and their parts (`purpose: part`, timed on the parent's or "
+            summary += ("\n== check work's holds by use, and their parts (`purpose: part`, timed on the parent's or "
                         "the worker's clock inside the hold)\n  purpose\tcount\tseconds\tms each"
                         + "".join(f"\n  {k}\t{n}\t{s:.1f}\t{1e3 * s / max(n, 1):.2f}"
                                   for k, (n, s) in lock["purposes"].items()))
