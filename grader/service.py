@@ -45,9 +45,9 @@ class GraderService:
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
-                 fewer_holds: bool = True, check_windows: bool = True):
+                 fewer_holds: bool = True, check_windows: bool = True, device_first: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
-        slots at once, window by window: grader/devicelock.py), `draw_before_gate`, `reference_first`,
+        slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`, `reference_first`,
         `split_window`, `slow_loops`, `fewer_holds`, `check_windows` (`Effort`),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
@@ -93,7 +93,7 @@ class GraderService:
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
-        self.gpu_lock = DeviceLock(interleave=interleave)
+        self.gpu_lock = DeviceLock(interleave=interleave, device_first=device_first)
         from grader.devicewatch import DeviceWatch
 
         self.watch = DeviceWatch.local(cuda)

@@ -508,14 +508,15 @@ def test_draw_windows_run_beside_each_other_never_beside_a_device_window_and_tak
     """Inside the loops' hold (grader/devicelock.py): many threads taking draw and device windows at random; no
     device window ever overlaps another window of either kind, draws did overlap one another, and every thread got
     through. Then the order: a device window asked for while draws run waits for them, and a draw asked for after
-    it waits for the device window (batches in the order asked, so neither kind starves)."""
+    it waits for the device window; a second device window asked for after that draw goes before it
+    (`device_first`), or after it in the order asked (0.14.0)."""
     import threading
     import time as _time
 
     from grader.devicelock import DeviceLock
 
     lock = DeviceLock()
-    done, bad, most = _hammer(("draw", "draw", "device"), lock.window, ("device",), threads=8, rounds=60,
+    done, bad, most = _hammer(("draw", "draw", "device", "device"), lock.window, ("device",), threads=8, rounds=60,
                               pause_s=0.001, around=lock.loop)
     assert done == 8 and not bad, (done, bad[:3], lock.state())
     assert most["draw"] > 1  # draws ran side by side
@@ -534,17 +535,19 @@ def test_draw_windows_run_beside_each_other_never_beside_a_device_window_and_tak
             with lk:
                 log.append(f"{name}-")
 
-    first = threading.Event()
-    runs = [threading.Thread(target=take, args=("draw", "a", 0.05, first))]
-    runs[0].start()
-    first.wait()
-    for kind, name in (("device", "D"), ("draw", "b")):
-        runs.append(threading.Thread(target=take, args=(kind, name, 0.01)))
-        runs[-1].start()
-        _time.sleep(0.01)
-    for t in runs:
-        t.join(5)
-    assert log == ["a+", "a-", "D+", "D-", "b+", "b-"], log
+    for device_first, order in ((True, "aDEb"), (False, "aDbE")):
+        lock, log = DeviceLock(device_first=device_first), []
+        first = threading.Event()
+        runs = [threading.Thread(target=take, args=("draw", "a", 0.05, first))]
+        runs[0].start()
+        first.wait()
+        for kind, name in (("device", "D"), ("draw", "b"), ("device", "E")):
+            runs.append(threading.Thread(target=take, args=(kind, name, 0.01)))
+            runs[-1].start()
+            _time.sleep(0.01)
+        for t in runs:
+            t.join(5)
+        assert log == [f"{n}{s}" for n in order for s in "+-"], (device_first, log)
 
 
 def test_a_long_timing_loop_gives_way_to_waiting_check_work_and_takes_its_place_again_behind_it():
