@@ -102,16 +102,18 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         lines.append(f"  {aid}\t" + " ".join(f"{r.status.value}/{r.reason_code.value}" for r in rs)
                      + ("" if all(r.reward == REWARD_FLOOR for r in rs) else "\tNOT FLOORED: " + rs[0].reason[:120]))
     honest = by_group.get("honest", {})
-    lines.append("== honest kernels (none may be floored, none is slow enough to be stopped at the clip)")
+    lines.append("== honest kernels (none may be floored, none is stopped at the clip but those slow past it by "
+                 "design)")
     for aid, rs in sorted(honest.items()):
         if any(r.reward == REWARD_FLOOR for r in rs):
             bad = next(r for r in rs if r.reward == REWARD_FLOOR)
             lines.append(f"  FLOORED {aid}\t{bad.status.value}/{bad.reason_code.value}: {bad.reason[:160]}")
         for r in rs:
+            mark = "stopped at the clip, slow past it by design" if meta[aid].get("past_clip") else \
+                "STOPPED AT THE CLIP"
             for s in _clip_stopped(r):
-                lines.append(f"  STOPPED AT THE CLIP {aid}\tsize {s.size_key}: {s.cand_ms:.3f} ms against the "
-                             f"expert's {s.expert_ms:.4f} ms, {s.reps} pairs, "
-                             f"{s.loop.get('stalled')} calls let through")
+                lines.append(f"  {mark} {aid}\tsize {s.size_key}: {s.cand_ms:.3f} ms against the expert's "
+                             f"{s.expert_ms:.4f} ms, {s.reps} pairs, {s.loop.get('stalled')} calls let through")
     for group, title in (("own_inputs", "tasks that make their own inputs"), ("cuda_own", "our own CUDA candidates")):
         if by_group.get(group):
             lines.append(f"== {title} (each must get the verdict it expects)")
@@ -153,7 +155,9 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     n_cheat_floored = sum(all(r.reward == REWARD_FLOOR for r in rs) for rs in cheats.values())
     n_cheat_full = sum(len(rs) >= 3 for rs in cheats.values())
     n_honest_floored = sum(any(r.reward == REWARD_FLOOR for r in rs) for rs in honest.values())
-    n_honest_clipped = sum(any(_clip_stopped(r) for r in rs) for rs in honest.values())
+    n_honest_clipped = sum(any(_clip_stopped(r) for r in rs) for aid, rs in honest.items()
+                           if not meta[aid].get("past_clip"))
+    n_past_clip = sum(bool(meta[aid].get("past_clip")) for aid in honest)
     lines.append("== repeat precision |delta log2 speedup| per size, by the candidate's kernel duration")
     lines.append("  bucket\tpairs\tmedian\tp95\tmax")
     for _, _, name in BUCKETS_MS:
@@ -168,7 +172,8 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         n_escape_floored = sum(all(r.reward == REWARD_FLOOR for r in rs) for rs in escapes.values())
         lines.append(f"  call-boundary escapes floored\t{n_escape_floored}/{len(escapes)}")
     lines.append(f"  honest kernels floored\t{n_honest_floored}/{len(honest)}")
-    lines.append(f"  honest kernels stopped at the clip\t{n_honest_clipped}/{len(honest)}")
+    lines.append(f"  honest kernels stopped at the clip\t{n_honest_clipped}/{len(honest) - n_past_clip}"
+                 + (f" (and {n_past_clip} slow past the clip by design)" if n_past_clip else ""))
     if expert_rewards:
         lines.append(f"  experts' self-reward\tmedian {statistics.median(expert_rewards):+.4f}, "
                      f"p95 |reward| {pct([abs(x) for x in expert_rewards], 0.95):.4f} over {len(expert_rewards)}")

@@ -45,7 +45,8 @@ def adversarial_requests(gpu_focus: bool = False) -> list[tuple[GradeRequest, di
         group = "honest" if c.get("threat") is None else "escape" if _escape(c) and not c.get("gpu_only") else "cheat"
         req = GradeRequest(attempt_id=f"adv:{c['file']}", task_id=c["task_id"], source=src, language=c["language"],
                            timeout_s=60)
-        out.append((req, {"group": group, "threat": c.get("threat"), "expect": c.get("expect_status")}))
+        out.append((req, {"group": group, "threat": c.get("threat"), "expect": c.get("expect_status"),
+                          "past_clip": c.get("past_clip", False)}))
     return out
 
 

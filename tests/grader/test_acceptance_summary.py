@@ -9,8 +9,12 @@ RUNS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "measurements"
 
 
 def _summary(run: str) -> list[str]:
+    from bench.grade_corpus import adversarial_requests
+
+    past_clip = {req.attempt_id for req, m in adversarial_requests() if m["past_clip"]}
     rows = [GradeResult.from_json(line) for line in (RUNS / run / "acc" / "grades.jsonl").read_text().splitlines()]
-    meta = {r.attempt_id: {"group": "honest" if r.attempt_id.startswith("adv:honest/") else "other"} for r in rows}
+    meta = {r.attempt_id: {"group": "honest" if r.attempt_id.startswith("adv:honest/") else "other",
+                           "past_clip": r.attempt_id in past_clip} for r in rows}
     return summarise(rows, meta, wall_s=100.0, workers=12).splitlines()
 
 
@@ -22,6 +26,17 @@ def test_an_honest_kernel_stopped_at_the_clip_is_named_in_the_verdict():
     assert "  honest kernels stopped at the clip\t1/9" in lines
     named = [line for line in lines if line.startswith("  STOPPED AT THE CLIP ")]
     assert named and all("adv:honest/bias_leaky_relu_torch_where.py" in line for line in named), named
+
+
+def test_an_honest_kernel_slow_past_the_clip_by_design_is_named_apart_and_not_counted():
+    """H200 run 52: `softmax_fp16_torch_rowchunks_slow` (a Python loop over blocks of 64 rows; runs 28 and 32 timed
+    it in full at 100-500 times the expert) stopped at the clip on three sizes. Its case says it is slow past the
+    clip, so the verdict counts the 35 others."""
+    lines = _summary("2026-12-04-h200-run52")
+    assert "  honest kernels stopped at the clip\t0/35 (and 1 slow past the clip by design)" in lines
+    named = [line for line in lines if "stopped at the clip, slow past it by design" in line]
+    assert len(named) == 3 and all("softmax_fp16_torch_rowchunks_slow" in line for line in named), named
+    assert not [line for line in lines if line.startswith("  STOPPED AT THE CLIP ")]
 
 
 def test_no_honest_kernel_is_stopped_at_the_clip_in_a_run_that_timed_them_in_full():
