@@ -46,6 +46,7 @@ device's time was split among the holders, for the acceptance run.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -141,19 +142,24 @@ class DeviceLock:
         self._account()
 
     @contextmanager
-    def _take(self, kind: str, purpose: str = ""):
+    def _take(self, kind: str, purpose: str = "", draw: str = ""):
+        """A place of `kind`, and in it a draw window counted under `draw` when named; `purpose` names the hold in
+        `stats()`, its wait the wait for both."""
         t = time.monotonic()
         with self._cond:
             self._acquire(kind)
-        waited, t = time.monotonic() - t, time.monotonic()
         try:
-            yield
+            with self.window("draw", stat=draw) if draw else contextlib.nullcontext():
+                waited, t = time.monotonic() - t, time.monotonic()
+                try:
+                    yield
+                finally:
+                    if purpose:  # holder-seconds: holds of one kind overlap, so these add up past the wall clock
+                        self.note(purpose, time.monotonic() - t)
+                        self.note(f"{purpose}: waiting for the hold", waited)
         finally:
             with self._cond:
                 self._release(kind)
-            if purpose:  # holder-seconds: holds of one kind overlap, so these add up past the wall clock
-                self.note(purpose, time.monotonic() - t)
-                self.note(f"{purpose}: waiting for the hold", waited)
 
     def give_way(self, kind: str) -> float:
         """For a holder of `kind` (as asked: `loop` is `exclusive` with interleave off) between two pieces of its
@@ -184,27 +190,12 @@ class DeviceLock:
         `stats()`."""
         return self._take("shared", purpose)
 
-    @contextmanager
     def check(self, purpose: str = ""):
         """One piece of check work beside the timing loops: a place of kind `loop` (never beside `exclusive`) and
         in it a draw window (never beside a `device` window), counted apart from the loops' own draws. Never
         taken inside a loop's hold or a window: a second place behind a waiter of another kind would wait for
-        itself. `purpose` names the work in `stats()`, its wait the wait for both."""
-        t = time.monotonic()
-        with self._cond:
-            self._acquire("loop")
-        try:
-            with self.window("draw", stat="check"):
-                waited, t = time.monotonic() - t, time.monotonic()
-                try:
-                    yield
-                finally:
-                    if purpose:
-                        self.note(purpose, time.monotonic() - t)
-                        self.note(f"{purpose}: waiting for the hold", waited)
-        finally:
-            with self._cond:
-                self._release("loop")
+        itself. `purpose` names the work in `stats()`."""
+        return self._take("loop", purpose, draw="check")
 
     def exclusive(self):
         """A timing loop that holds the device alone for the whole size."""
@@ -242,8 +233,8 @@ class DeviceLock:
     def stats(self) -> dict:
         """Seconds the device spent in each state since the lock was made (idle: nobody held it), the device
         windows the loops took (count, seconds), their draw windows and check work's (`check`; count,
-        holder-seconds: draws overlap),
-        the times loops gave way, and per named purpose of a shared hold [holds, holder-seconds]."""
+        holder-seconds: draws overlap), the times loops gave way, and per named purpose of a shared hold or a
+        check window [holds, holder-seconds]."""
         with self._windows.cond:
             count, seconds = dict(self._window_n), dict(self._window_s)
         with self._cond:
