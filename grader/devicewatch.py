@@ -79,6 +79,18 @@ class DeviceWatch:
             out["error"] = error or end.get("error") or mark.get("error")
         return out
 
+    def memory(self, pid: int) -> dict[str, int] | None:
+        """The device's memory now (bytes): its total and free, and what process `pid` holds of it (None when NVML
+        lists no such process: it holds no memory there). None when the reading fails."""
+        with self._lock:
+            try:
+                info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
+                procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
+            except Exception:  # noqa: BLE001 - no reading: the caller decides as without a watch
+                return None
+        used = next((int(p.usedGpuMemory) for p in procs if int(p.pid) == pid and p.usedGpuMemory is not None), None)
+        return {"total": int(info.total), "free": int(info.free), "pid_used": used}
+
     def _clocks(self) -> dict[str, Any]:
         nvml = self.nvml
         try:

@@ -260,6 +260,8 @@ class Slot:
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
+        self.slots = slots
+        """How many slots share the device (each one's fair share of its memory, `session.oom_floor`)."""
         self.uid, self._uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
         # The expert's workers run under a uid of their own: a candidate can neither signal nor
         # trace the process that its reward is measured against. The task references (corpus code)

@@ -892,7 +892,7 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, tra
     _check_guards(g.conn, reply, slot)
     if not reply.get("ok"):
         if reply.get("error_kind") == "oom":
-            raise Floor(Status.RUNTIME_ERROR, Reason.OOM, _tail(reply.get("error", "")))
+            raise oom_floor(_memory(g), g.slot.slots, _tail(reply.get("error", "")))
         if reply.get("error_kind") == "compile":  # Triton compiles at the first launch
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
         raise Floor(Status.RUNTIME_ERROR, Reason.EXCEPTION, _tail(reply.get("error", "")))
@@ -1090,8 +1090,10 @@ def _fetch(g: _Grade, idx: int, with_inputs: bool) -> list:
         if not reply.get("ok") and reply.get("error_kind") not in (None, "protocol"):
             # the copy failed in the worker: an error the candidate's device work left (an illegal address
             # surfaces at the next synchronising call), or no memory for the copy
-            raise Floor(Status.RUNTIME_ERROR, Reason.OOM if reply.get("error_kind") == "oom" else Reason.EXCEPTION,
-                        f"output {idx} could not be copied: {_tail(reply.get('error', ''))}")
+            why = f"output {idx} could not be copied: {_tail(reply.get('error', ''))}"
+            if reply.get("error_kind") == "oom":
+                raise oom_floor(_memory(g), g.slot.slots, why)
+            raise Floor(Status.RUNTIME_ERROR, Reason.EXCEPTION, why)
         if not reply.get("ok") or (fd is None and reply.get("arena") is not True):
             raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"worker refused to hand over output {idx}: "
                                                                      f"{_tail(reply.get('error', '')) if reply.get('error') else 'no reason given'}")
@@ -1225,6 +1227,34 @@ def _ext_record(cache: compile_cache.CompileCache, source: str, env, use: bool, 
     return {"served": len({d for d in claimed if isinstance(d, str) and d in offered}),
             "built": len(reply["ext_built"]) if isinstance(reply.get("ext_built"), list) else 0, "filed": filed,
             **({"failed": failed} if failed else {})}
+
+
+OOM_FULL_FRACTION = 0.05
+"""A device with less than this share of its memory free, read by the parent through NVML, is full."""
+
+
+def oom_floor(memory: dict | None, slots: int, text: str) -> Floor:
+    """What a candidate's out-of-memory error makes of its grade. Its own fault (runtime_error) unless the parent's
+    own reading (NVML, just after: `memory`, `DeviceWatch.memory`) shows the device full and the candidate holding
+    less than its share of it (the device's memory over the `slots` sharing it): then the other slots' work filled
+    it, and the grade is the grader's failure (infra_error, graded again; H200 run 56: three honest kernels at 4 GiB
+    each ran out on a full device with 16 slots). The error's text is the candidate's, never the evidence: a
+    candidate can raise an out-of-memory error of its own on an empty device. A candidate NVML does not list (its
+    pid unseen) is judged as before: its own fault."""
+    if memory is not None and memory["pid_used"] is not None and memory["free"] < OOM_FULL_FRACTION * memory["total"]:
+        share, held = memory["total"] / max(slots, 1), memory["pid_used"]
+        if held < share:
+            return Floor(Status.INFRA_ERROR, Reason.OOM,
+                         f"the device ran out of memory with this attempt holding {held / 2**30:.2f} GiB, less than "
+                         f"its share of {share / 2**30:.1f} GiB ({slots} slots); {memory['free'] / 2**20:.0f} MiB "
+                         f"of {memory['total'] / 2**30:.1f} GiB were free: other work filled it. Grade it again, "
+                         f"or with fewer slots. | {text}")
+    return Floor(Status.RUNTIME_ERROR, Reason.OOM, text)
+
+
+def _memory(g: _Grade) -> dict | None:
+    """The device's memory and the candidate's part of it, as NVML tells the parent (None without a watch)."""
+    return g.watch.memory(g.conn.pid) if g.watch is not None else None
 
 
 def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:

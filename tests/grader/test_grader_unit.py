@@ -890,6 +890,22 @@ class _ReplayNVML:
             raise self.NVMLError("Not Found")
         return got
 
+    memory = None
+    """(total, free, {pid: used bytes}) for `DeviceWatch.memory`; None: the reading fails."""
+
+    def nvmlDeviceGetMemoryInfo(self, handle):
+        from types import SimpleNamespace as S
+
+        if self.memory is None:
+            raise self.NVMLError("Unknown Error")
+        total, free, _ = self.memory
+        return S(total=total, free=free, used=total - free)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        from types import SimpleNamespace as S
+
+        return [S(pid=pid, usedGpuMemory=used) for pid, used in self.memory[2].items()]
+
 
 def test_device_watch_names_every_other_process_on_the_device_during_a_timing_loop():
     """While a slot times alone, any other process sampled on the SMs or memory is reported by its role
@@ -918,6 +934,60 @@ def test_device_watch_names_every_other_process_on_the_device_during_a_timing_lo
     quiet = _ReplayNVML(clocks=[1980, 1980], reasons=[0, 0], samples=[])  # no sample in the window at all
     w2 = DeviceWatch(quiet, clock=lambda: t0)
     assert w2.since(w2.mark(), {}) == {"sm_mhz": [1980, 1980], "reasons": [], "others": []}
+
+
+def test_an_out_of_memory_error_on_a_device_other_slots_filled_is_the_graders_failure_not_the_attempts():
+    """`session.oom_floor` on NVML readings as H200 run 56 gave them (139.8 GiB, 39 MiB free, 16 slots; three honest
+    kernels held about 4 GiB each when they ran out): the device full and the candidate under its share, infra_error
+    (graded again); over its share, or on a device with room (a candidate can raise the error itself), or with no
+    reading of it, the attempt's own runtime_error."""
+    from grader.contract import Reason, Status
+    from grader.devicewatch import DeviceWatch
+    from grader.session import oom_floor
+
+    gib = 2**30
+    nvml = _ReplayNVML(clocks=[], reasons=[], samples=[])
+    watch = DeviceWatch(nvml)
+    total = int(139.8 * gib)
+    cases = [((total, 39 << 20, {10: 4 * gib, 11: 30 * gib}), 10, Status.INFRA_ERROR),   # full, 4 of 8.7 GiB
+             ((total, 39 << 20, {10: 4 * gib, 11: 30 * gib}), 11, Status.RUNTIME_ERROR),  # full, over its share
+             ((total, 39 << 20, {11: 30 * gib}), 10, Status.RUNTIME_ERROR),             # full, its pid unseen
+             ((total, 60 * gib, {10: 4 * gib}), 10, Status.RUNTIME_ERROR),              # room left: its own error
+             (None, 10, Status.RUNTIME_ERROR)]                                          # no reading
+    for memory, pid, status in cases:
+        nvml.memory = memory
+        reading = watch.memory(pid)
+        assert (reading is None) is (memory is None)
+        floor = oom_floor(reading, 16, "OutOfMemoryError: CUDA out of memory.")
+        assert floor.status is status and floor.code is Reason.OOM, (memory, pid, floor.reason)
+        assert floor.reason.endswith("OutOfMemoryError: CUDA out of memory."), floor.reason
+    assert oom_floor(None, 16, "x").reason == "x"
+
+
+@pytest.mark.gpu
+def test_gpu_nvml_reads_the_device_memory_a_process_holds():
+    """`DeviceWatch.memory` on the real NVML (`oom_floor`'s evidence): this process, holding 256 MiB more on the
+    device, is listed under its own pid with at least that much, and the device's total and free memory are read.
+    A pid NVML does not list is None, never 0."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    import os
+
+    from grader.devicewatch import DeviceWatch
+
+    watch = DeviceWatch.local(True)
+    if watch is None:
+        pytest.skip("no NVML here")
+    try:
+        held = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+        torch.cuda.synchronize()
+        got = watch.memory(os.getpid())
+        assert got is not None and got["total"] >= got["free"] > 0, got
+        assert got["pid_used"] is not None and got["pid_used"] >= held.numel(), got
+        assert watch.memory(2**22 + 7)["pid_used"] is None  # above any pid this kernel hands out
+    finally:
+        watch.close()
 
 
 def test_declared_cuda_kernels_and_whether_one_ran():
