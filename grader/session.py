@@ -892,7 +892,7 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, tra
     _check_guards(g.conn, reply, slot)
     if not reply.get("ok"):
         if reply.get("error_kind") == "oom":
-            raise oom_floor(_memory(g), g.slot.slots, _tail(reply.get("error", "")))
+            raise _oom(g, _tail(reply.get("error", "")))
         if reply.get("error_kind") == "compile":  # Triton compiles at the first launch
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
         raise Floor(Status.RUNTIME_ERROR, Reason.EXCEPTION, _tail(reply.get("error", "")))
@@ -1092,7 +1092,7 @@ def _fetch(g: _Grade, idx: int, with_inputs: bool) -> list:
             # surfaces at the next synchronising call), or no memory for the copy
             why = f"output {idx} could not be copied: {_tail(reply.get('error', ''))}"
             if reply.get("error_kind") == "oom":
-                raise oom_floor(_memory(g), g.slot.slots, why)
+                raise _oom(g, why)
             raise Floor(Status.RUNTIME_ERROR, Reason.EXCEPTION, why)
         if not reply.get("ok") or (fd is None and reply.get("arena") is not True):
             raise Floor(Status.CHEAT_FLAGGED, Reason.CLOCK_TAMPERED, f"worker refused to hand over output {idx}: "
@@ -1252,9 +1252,9 @@ def oom_floor(memory: dict | None, slots: int, text: str) -> Floor:
     return Floor(Status.RUNTIME_ERROR, Reason.OOM, text)
 
 
-def _memory(g: _Grade) -> dict | None:
-    """The device's memory and the candidate's part of it, as NVML tells the parent (None without a watch)."""
-    return g.watch.memory(g.conn.pid) if g.watch is not None else None
+def _oom(g: _Grade, text: str) -> Floor:
+    """`oom_floor` on the device's memory and the candidate's part of it, as NVML tells the parent now."""
+    return oom_floor(g.watch.memory(g.conn.pid) if g.watch is not None else None, g.slot.slots, text)
 
 
 def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
