@@ -223,12 +223,12 @@ class DeviceLock:
                 self._window_n[stat or kind] += 1
 
     def state(self) -> dict:
-        """Who holds the lock now and who waits, for a stalled run's record."""
+        """Who holds the lock and its windows now and who waits for each, for a stalled run's record."""
         with self._cond:
             held, waiting = dict(self._held), [t.kind for t in self._queue]
         with self._windows.cond:
-            windows = dict(self._windows.held)
-        return {"held": held, "waiting": waiting, "windows": windows}
+            windows, windows_waiting = dict(self._windows.held), [t.kind for t in self._windows.queue]
+        return {"held": held, "waiting": waiting, "windows": windows, "windows_waiting": windows_waiting}
 
     def stats(self) -> dict:
         """Seconds the device spent in each state since the lock was made (idle: nobody held it), the device

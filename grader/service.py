@@ -45,10 +45,10 @@ class GraderService:
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
-                 fewer_holds: bool = True, check_windows: bool = True, device_first: bool = True):
+                 check_windows: bool = True, device_first: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`, `reference_first`,
-        `split_window`, `slow_loops`, `fewer_holds`, `check_windows` (`Effort`),
+        `split_window`, `slow_loops`, `check_windows` (`Effort`),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -69,8 +69,7 @@ class GraderService:
         self.catalogue = load_catalogue(catalogue_extra)
         self.effort = dataclasses.replace(effort or Effort.for_device(self.device.startswith("cuda")),
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
-                                          split_window=split_window, slow_loops=slow_loops, fewer_holds=fewer_holds,
-                                          check_windows=check_windows)
+                                          split_window=split_window, slow_loops=slow_loops, check_windows=check_windows)
         cuda = self.device.startswith("cuda")
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)

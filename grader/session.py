@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from grader import compile_cache, guard, sandbox, timing, wire
+from grader import compile_cache, guard, sandbox, wire
 from grader.compare import EXPERT_SLACK, Verdict, check_output_meta, compare, expert_slack
 from grader.contract import (GRADER_VERSION, SPEEDUP_CLIP, GradeRequest, GradeResult, Reason, SizeResult, Status,
                              clip_speedup, geomean, reward)
@@ -61,20 +61,19 @@ class Effort:
     its call slow too and neither let through its gate, past the clip by `ONE_PAIR_CLIP_MARGIN_LOG2` (0.14.0;
     bench/gpu_acceptance.py --without slow_loops). One slow call is no evidence: an honest kernel's first call at a
     size can wait 20 ms for its memory (H200 run 50)."""
-    fewer_holds: bool = True
-    """Fewer shared holds per size, each a wait for the timing loops to give way (H200 run 49: 0.6-1.2 s a wait): the
-    size's check calls and their verifications in one hold, and in it the expert's first call at the size, ungated
-    (`_expert_warmup`); the timed outputs verified in the timing loop's own hold, in its draw windows (0.14.0; --without
-    fewer_holds). Until then each call and each verification waited for a hold of its own."""
     check_windows: bool = True
     """Each piece of check work (a check call, a verification's fetch, its inputs, the reference's answer, the
     comparison, the expert's warm-up) runs in a window of its own beside the timing loops (`DeviceLock.check`): never
     beside a timed call's device interval or an exclusive loop, and never waiting for a loop's whole phase (0.15.0;
-    --without check_windows). Until then check work took shared holds, and it and the loops took turns in phases:
-    H200 run 50 spent 138.5 s of the lock shared and 189.3 s in loops, the device idle in most of both; a size's
-    shared hold waited 1.83 s for the loops to give way. The expert's first call at a size in its worker compiles
-    its kernels (H200 run 50: 251 ms a call on average) and holds nothing, as the attempt's first call does: the
-    expert's code is the catalogue's, and in a window it would hold every slot's timed calls off while it compiles."""
+    --without check_windows). Off, a size's check calls, their verifications and the expert's warm-up share one
+    shared hold (0.14.0), and check work and the loops take turns in phases: H200 run 50 spent 138.5 s of the lock
+    shared and 189.3 s in loops, the device idle in most of both; a size's shared hold waited 1.83 s for the loops to
+    give way. Either way the expert's worker starts before the size's first hold, and the timed outputs are verified
+    in the timing loop's own hold. (Until 0.14.0 each check call and verification took a shared hold of its own, and
+    the expert's warm-up went through its gate, which stalled it 3.3-3.8 s a call: H200 runs 46 and 48.) The
+    expert's first call at a size in its worker compiles its kernels (H200 run 50: 251 ms a call on average) and
+    holds nothing, as the attempt's first call does: the expert's code is the catalogue's, and in a window it would
+    hold every slot's timed calls off while it compiles."""
     target_log2_halfwidth: float = 0.01
     """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
     most this far either side of its median."""
@@ -393,9 +392,6 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     observed: list[dict] = []
     cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed, check_ms)
     g.phases["timing"] += time.perf_counter() - t - (g.phases["correctness"] - verifying)
-    if verified is None:  # `Effort.fewer_holds` off: after the loop, a hold for each verification
-        _judge_observed(g, sz, observed)
-        verified = _verify_timed(g, sz, timed, lambda: _check_hold(g, "verify a timed call"))
     worst = max(worst, verified)
     cand_ms = [c + late_ms for c in cand_ms]
     logs = [log2_speedup(e, c) for e, c in zip(exp_ms, cand_ms)]
@@ -417,9 +413,8 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float]:
     """Fully verified calls; the worst error seen, and the device ms of the last call (`Effort.slow_loops`). The
     attempt's first call compiles, under no hold; the expert's first call at the size (`_expert_warmup`) runs last.
     With `Effort.check_windows` each call, each piece of each verification and the expert's call take a check window
-    of their own (but an expert's call that compiles: none); else with `Effort.fewer_holds` they share one shared
-    hold, taken once the first call is done; else each call and each verification takes a shared hold of its
-    own. With either of the first two the expert's worker starts before the first hold."""
+    of their own (but an expert's call that compiles: none); else they share one shared hold, taken once the first
+    call is done. The expert's worker starts before the first hold."""
     worst = 0.0
     t = time.perf_counter()
     # The task's reference worker starts (seconds: CUDA, the task's imports) before any hold on the device, which
@@ -427,19 +422,18 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float]:
     if g.effort.reference_first:
         with contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
             _reference_worker(g)
-    fewer, windows = g.effort.fewer_holds, g.effort.check_windows
+    windows = g.effort.check_windows
     expert, check_ms = None, 0.0
     with contextlib.ExitStack() as held:
-        def start_expert() -> None:
+        def hold():
+            """What a piece of check work takes: its own check window, or nothing inside the size's one shared hold
+            (taken at the first piece). The expert's worker starts before the first (a start takes seconds)."""
             nonlocal expert
-            if fewer and expert is None:  # started before the first hold (a start takes seconds)
+            if expert is None:
                 expert = _expert_worker(g)
-                if not windows:  # the size's one shared hold
+                if not windows:
                     held.enter_context(_hold(g, "shared", "check calls"))
-
-        def hold(purpose: str):
-            start_expert()
-            return _check_hold(g, purpose) if windows or not fewer else contextlib.nullcontext()
+            return _hold(g, "check", "check window") if windows else contextlib.nullcontext()
 
         for i in range(g.effort.check_calls):
             seed = derive_seed(g.seed, sz.key, "check", i)
@@ -449,7 +443,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float]:
             # slot's warm-up pairs, which are never counted.
             compiling = g.first_call
             g.first_call = False
-            with contextlib.nullcontext() if compiling else hold("check call"):
+            with contextlib.nullcontext() if compiling else hold():
                 reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
             if compiling:  # charged to compilation
                 g.phases["compile"] += time.perf_counter() - t_call
@@ -457,18 +451,12 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float]:
             else:
                 _note_parts(g, "check call", reply)
             check_ms = float(reply.get("ms") or 0.0)
-            if windows:  # each piece of the verification in a window of its own
-                start_expert()
-                v = _verify(g, sz, reply["idx"], seed, with_inputs=True, piece=lambda: _check_hold(g))
-            else:
-                with hold("verify a check call"):
-                    v = _verify(g, sz, reply["idx"], seed, with_inputs=True)
+            v = _verify(g, sz, reply["idx"], seed, with_inputs=True, piece=hold)
             worst = max(worst, v.max_rel_err)
             if not v.ok:
                 raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}")
         if expert is not None:  # charged to the expert phase
-            compiles = sz.key not in expert.warmed
-            with _check_hold(g) if windows and not compiles else contextlib.nullcontext():
+            with contextlib.nullcontext() if sz.key not in expert.warmed else hold():  # a call that compiles: none
                 t += _expert_warmup(g, expert, sz)
     g.phases["correctness"] += time.perf_counter() - t
     return worst, check_ms
@@ -487,8 +475,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float
     same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
     the pairs' log-ratios: drift in clocks or temperature moves both calls of a pair alike. Returns
     (candidate ms, expert ms, [(output index, seed)] of the candidate's calls, late ms, what the device
-    watch saw meanwhile, where the loop's time went: `_loop_record`, and with `Effort.fewer_holds` the worst error
-    of the timed outputs, verified in the loop's hold after the observed calls were judged, else None); the
+    watch saw meanwhile, where the loop's time went: `_loop_record`, and the worst error of the timed outputs,
+    verified in the loop's hold after the observed calls were judged); the
     observed calls' records are added to `observed`. `check_ms`: the device ms of the size's last check call
     (`Effort.slow_loops`)."""
     eff = g.effort
@@ -504,8 +492,6 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float
     trace_at = g.rng.randrange(eff.warmup_pairs + max_reps)
     expert = _expert_worker(g)
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
-    if not eff.fewer_holds:  # else it ran in the check calls' hold
-        _expert_warmup(g, expert, sz, lambda kind: _check_hold(g, "expert warm-up"))
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
     traced = slow = False
     # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
@@ -565,10 +551,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
                 "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
                 "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop}
-        verified = None
-        if eff.fewer_holds:  # in the loop's draw windows: no wait for the loops to give way again
-            _judge_observed(g, sz, observed)
-            verified = _verify_timed(g, sz, timed, whole)
+        _judge_observed(g, sz, observed)  # then the timed outputs, in the loop's draw windows
+        verified = _verify_timed(g, sz, timed, whole)
     return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched, loop, verified
 
 
@@ -731,11 +715,6 @@ def _window(g: _Grade, kind: str):
             g.window_held_s += time.monotonic() - t_in
 
 
-EXPERT_WARMUP_PATIENCE_S = 5.0
-"""How long an expert's first call at a size may take to launch (its kernels compile) before the parent opens its
-gate anyway. Experts are the catalogue's own code, which never waits for the device while it launches."""
-
-
 @contextlib.contextmanager
 def _hold(g: _Grade, kind: str, purpose: str = ""):
     """The device lock, of any kind (`shared` and `check` name their `purpose` for the lock's stats); time spent
@@ -746,16 +725,10 @@ def _hold(g: _Grade, kind: str, purpose: str = ""):
         yield
 
 
-def _check_hold(g: _Grade, purpose: str = "check window"):
-    """What one piece of check work takes: a check window beside the loops (`Effort.check_windows`, one purpose for
-    all in the lock's stats), else a shared hold named `purpose`."""
-    return _hold(g, "check", "check window") if g.effort.check_windows else _hold(g, "shared", purpose)
-
-
 def _verify_timed(g: _Grade, sz: _Size, timed: list, hold: Callable) -> float:
     """Verify a sample of the timed outputs, chosen now that the calls are done; the worst error. `hold()`: what
-    each verification takes, whole or (`Effort.check_windows`) piece by piece: a draw window of the timing loop's
-    or, after it, check work's own."""
+    each verification takes (a draw window of the timing loop's), whole or (`Effort.check_windows`) piece by
+    piece."""
     t = time.perf_counter()
     worst = 0.0
     eff = g.effort
@@ -787,17 +760,14 @@ def _expert_worker(g: _Grade) -> WorkerConn:
     return g.expert
 
 
-def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size, windows=None) -> float:
-    """The expert's first call at a size, which compiles its kernels (H200 run 45: 0.2 s a call); charged to the
-    expert phase. With `windows` (0.13.0, `Effort.fewer_holds` off) it is let through its gate with the patience of a
-    compile, its draw and its device interval each in a window of `windows`, its launch in none; but a first launch
-    waits for the device behind the closed gate until the patience runs out (H200 run 48: 3.8 s a call, 3.3 s in run
-    46). Without, it is an ungated call, inside what its caller took: the size's shared hold, or a check window
-    (`Effort.check_windows`), or nothing when it compiles. Returns its seconds."""
+def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size) -> float:
+    """The expert's first call at a size in this grade, which compiles its kernels the first time its worker runs at
+    the size (H200 run 45: 0.2 s a call); charged to the expert phase. An ungated call, inside what its caller took:
+    the size's shared hold, or a check window (`Effort.check_windows`), or nothing when it compiles. Gated (0.13.0)
+    its first launch waited for the device behind its closed gate until the parent's patience ran out (H200 run 48:
+    3.8 s a call). Returns its seconds."""
     t = time.perf_counter()
-    seed = derive_seed(g.seed, sz.key, "expert-warmup")
-    warm = (_expert_call(g, expert, sz, seed, gated=True, window=windows, patience_s=EXPERT_WARMUP_PATIENCE_S)
-            if windows is not None else _expert_call(g, expert, sz, seed))
+    warm = _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"))
     expert.warmed.add(sz.key)
     _note_parts(g, "expert warm-up", warm)
     took = time.perf_counter() - t
@@ -805,20 +775,18 @@ def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size, windows=None) -> fl
     return took
 
 
-def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False,
-                 window=None, patience_s: float = timing.GATE_PATIENCE_S) -> dict:
+def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False
+                 ) -> dict:
     """One call of the expert, exactly as a candidate's timed call is made (`gated` in the timing loop's
-    pairs, through the loop's windows unless `window` says otherwise); the worker's reply. Its output is kept only
-    when asked (`_expert_output`): the expert is trusted, and the candidate's kept outputs already fill the
-    budget."""
+    pairs, through the loop's windows); the worker's reply. Its output is kept only when asked (`_expert_output`):
+    the expert is trusted, and the candidate's kept outputs already fill the budget."""
     msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert")
     msg["gated"] = gated
     msg["keep"] = keep
     t = time.monotonic()
     try:
-        reply, _, parent_ms = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=(window or g.window) if gated
-                                             else None, patience_s=patience_s,
-                                             whole=window is None and not g.effort.split_window)
+        reply, _, parent_ms = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=g.window if gated else None,
+                                             whole=not g.effort.split_window)
         reply["parent_ms"] = parent_ms
         g.waited_s += time.monotonic() - t  # the twin's time is the grader's, not the attempt's
     except (OSError, wire.WireError) as e:

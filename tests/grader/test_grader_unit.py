@@ -470,7 +470,8 @@ def test_device_lock_under_many_waiters_of_every_kind_admits_them_all_and_never_
                            pause_s=0.002)
     assert done == 12, (done, lock.state())
     assert not bad, bad[:3]
-    assert lock.state() == {"held": dict.fromkeys(KINDS, 0), "waiting": [], "windows": {"draw": 0, "device": 0}}
+    assert lock.state() == {"held": dict.fromkeys(KINDS, 0), "waiting": [], "windows": {"draw": 0, "device": 0},
+                            "windows_waiting": []}
 
 
 def test_check_windows_run_beside_loops_and_their_draws_never_beside_a_device_window_or_an_exclusive_loop():
@@ -531,20 +532,22 @@ def test_draw_windows_run_beside_each_other_never_beside_a_device_window_and_tak
                 log.append(f"{name}+")
             if started is not None:
                 started.set()
-            _time.sleep(hold)
+            hold.wait(5) if isinstance(hold, threading.Event) else _time.sleep(hold)
             with lk:
                 log.append(f"{name}-")
 
     for device_first, order in ((True, "aDEb"), (False, "aDbE")):
         lock, log = DeviceLock(device_first=device_first), []
-        first = threading.Event()
-        runs = [threading.Thread(target=take, args=("draw", "a", 0.05, first))]
+        first, let_go = threading.Event(), threading.Event()
+        runs = [threading.Thread(target=take, args=("draw", "a", let_go, first))]
         runs[0].start()
         first.wait()
-        for kind, name in (("device", "D"), ("draw", "b"), ("device", "E")):
+        for n, (kind, name) in enumerate((("device", "D"), ("draw", "b"), ("device", "E")), 1):
             runs.append(threading.Thread(target=take, args=(kind, name, 0.01)))
             runs[-1].start()
-            _time.sleep(0.01)
+            while len(lock.state()["windows_waiting"]) < n:  # asked, in this order (a loaded machine starts late)
+                _time.sleep(0.001)
+        let_go.set()
         for t in runs:
             t.join(5)
         assert log == [f"{n}{s}" for n in order for s in "+-"], (device_first, log)

@@ -398,30 +398,24 @@ def test_a_slow_candidates_size_is_done_after_one_warm_up_pair_and_one_clean_pai
         service.effort = kept
 
 
-@pytest.mark.parametrize("fewer_holds,holds", [
-    (False, {"verify a check call": True, "verify a timed call": True, "expert warm-up": True, "check calls": False}),
-    (True, {"check calls": True, "verify a check call": False, "verify a timed call": False, "expert warm-up": False}),
-])
-def test_without_check_windows_check_work_takes_shared_holds(service, fewer_holds, holds):
-    """`Effort.check_windows` off, for the acceptance's A/B: check work takes shared holds, no check window. With
-    `Effort.fewer_holds` off too (0.13.0) each check call, each verification and the expert's warm-up take one of
-    their own, and the timed outputs are verified after the loop; with it on (0.14.0) a size's check calls share
-    one, the expert's warm-up in it, and the timed outputs are verified in the loop's hold."""
+def test_without_check_windows_a_sizes_check_work_shares_one_shared_hold(service):
+    """`Effort.check_windows` off (0.14.0, for the acceptance's A/B): a size's check calls, their verifications and
+    the expert's warm-up share one shared hold ("check calls", once a size: the first size's after its compiling
+    first call), and take no check window."""
     import dataclasses
 
     kept = service.effort
     before = service.gpu_lock.stats()
     try:
-        service.effort = dataclasses.replace(kept, fewer_holds=fewer_holds, check_windows=False)
-        r = _grade(service, f"check_windows_off_{fewer_holds}", HONEST)
+        service.effort = dataclasses.replace(kept, check_windows=False)
+        r = _grade(service, "check_windows_off", HONEST)
     finally:
         service.effort = kept
     assert r.status is Status.CORRECT, r.reason
     after = service.gpu_lock.stats()
     assert after["check_windows"] == before["check_windows"]
-    for part, more in holds.items():
-        was = before["purposes"].get(part, (0, 0.0))[0]
-        assert (after["purposes"].get(part, (0, 0.0))[0] > was) is more, (part, after["purposes"].get(part))
+    held = after["purposes"]["check calls"][0] - before["purposes"].get("check calls", (0, 0.0))[0]
+    assert held == len(r.sizes), (held, r.sizes)
 
 
 def test_check_windows_each_piece_of_check_work_and_a_warm_experts_first_call_at_a_size(service):
