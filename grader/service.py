@@ -47,8 +47,8 @@ class GraderService:
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
                  check_windows: bool = True, device_first: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
-        slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`, `reference_first`,
-        `split_window`, `slow_loops`, `check_windows` (`Effort`),
+        slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
+        `reference_first`, `split_window`, `slow_loops`, `check_windows` (`Effort`),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension

@@ -727,18 +727,13 @@ def _hold(g: _Grade, kind: str, purpose: str = ""):
 
 def _verify_timed(g: _Grade, sz: _Size, timed: list, hold: Callable) -> float:
     """Verify a sample of the timed outputs, chosen now that the calls are done; the worst error. `hold()`: what
-    each verification takes (a draw window of the timing loop's), whole or (`Effort.check_windows`) piece by
-    piece."""
+    each piece of a verification takes (a draw window of the timing loop's)."""
     t = time.perf_counter()
     worst = 0.0
     eff = g.effort
     n_verify = min(len(timed), max(eff.verify_timed, math.ceil(eff.verify_fraction * len(timed))))
     for idx, seed in g.rng.sample(timed, n_verify):
-        if eff.check_windows:
-            v = _verify(g, sz, idx, seed, with_inputs=False, piece=hold)
-        else:
-            with hold():
-                v = _verify(g, sz, idx, seed, with_inputs=False)
+        v = _verify(g, sz, idx, seed, with_inputs=False, piece=hold)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
             raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
