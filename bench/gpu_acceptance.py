@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.grade_corpus import adversarial_requests, demo_requests, expert_requests  # noqa: E402
+from bench.hostwatch import HostWatch  # noqa: E402
 from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E402
 from grader.labels import point_label  # noqa: E402
 
@@ -336,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     t_run = time.perf_counter()  # budgets and the hard stop count from here: the device call's own clock
     results: list[GradeResult] = []
     clock = {"service_t0": t_run, "round1_s": None, "round1_n": 0, "baseline": None}
+    host: list[HostWatch] = []  # the service's host sampler, once the service is up
     live = open(args.out / "grades.jsonl", "w")
     log = open(args.out / "progress.log", "w")
 
@@ -358,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                         "the worker's clock inside the hold)\n  purpose\tcount\tseconds\tms each"
                         + "".join(f"\n  {k}\t{n}\t{s:.1f}\t{1e3 * s / max(n, 1):.2f}"
                                   for k, (n, s) in lock["purposes"].items()))
+        summary += "\n" + "\n".join(host_lines(host, clock))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
                                               f"triton {env['triton']} python {env['python']}\n{summary}\n")
         say(summary)
@@ -380,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
+        host.append(HostWatch(svc.roles).start())
         if args.stall_s:
             threading.Thread(target=watchdog, args=(svc, clock, args, env, finish, say), daemon=True).start()
         for n, groups in enumerate(ROUNDS, 1):
@@ -507,6 +511,17 @@ def fresh_baseline(reqs: list[GradeRequest], extra_cards: list, device: str, bud
         wall = time.perf_counter() - t0
     return {"n": done, "of": len(reqs), "wall_s": wall, "boot_s": boot, "statuses": dict(statuses),
             "ids": [r.attempt_id for r in reqs[:done]]}
+
+
+def host_lines(host: list, clock: dict) -> list[str]:
+    """The host's CPUs, the parent's cores and its threads' wake-up delay (bench/hostwatch.py), over round 1 and
+    over the whole run."""
+    if not host:
+        return []
+    watch, t0, now = host[0], clock["graded_t0"], time.perf_counter()
+    return (["== the host while grading (bench/hostwatch.py)"]
+            + watch.lines(t0, t0 + clock["round1_s"] if clock["round1_s"] else now, "round 1")
+            + watch.lines(t0, now, "every round") + watch.role_lines())
 
 
 def throughput_lines(clock: dict, service_s: float, n: int, workers: int) -> list[str]:

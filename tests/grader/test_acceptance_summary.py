@@ -43,3 +43,27 @@ def test_no_honest_kernel_is_stopped_at_the_clip_in_a_run_that_timed_them_in_ful
     lines = _summary("2026-12-04-h200-run51")
     assert "  honest kernels stopped at the clip\t0/12" in lines
     assert not [line for line in lines if line.startswith("  STOPPED AT THE CLIP ")]
+
+
+def test_host_watch_reads_the_host_and_summarises_a_stretch():
+    """bench/hostwatch.py: /proc/stat's busy share leaves idle and iowait out; a process's CPU seconds are its user
+    and system ticks; a live sampler's summary names the parent's cores and its threads' wake-up delay."""
+    import os
+    import time
+
+    from bench.hostwatch import HostWatch, cpu_jiffies, proc_cpu_s
+
+    assert cpu_jiffies("cpu  100 5 20 800 50 3 2 0 0 0\ncpu0 1 2 3\n") == (130, 980)
+    hz = os.sysconf("SC_CLK_TCK")
+    assert proc_cpu_s(f"42 (a (b) c) S 1 1 1 0 -1 0 0 0 0 0 {3 * hz} {hz} 0 0") == 4.0
+    watch = HostWatch(lambda: {os.getpid(): "parent"}, tick_s=0.05).start()
+    t0 = time.perf_counter()
+    deadline = t0 + 5
+    while len(watch.samples) < 3 and time.perf_counter() < deadline:
+        sum(range(20000))
+    watch.stop()
+    assert len(watch.samples) >= 3
+    cores, late = watch.lines(t0, time.perf_counter(), "run")
+    assert "host CPUs busy" in cores and "woke late" in late
+    assert all(s["late_ms"] and min(s["late_ms"]) > -0.1 for s in watch.samples)
+    assert watch.lines(0.0, 1.0, "before") == ["  before\tno samples"]

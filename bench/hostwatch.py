@@ -1,0 +1,129 @@
+"""The host's side of an acceptance run: is the grading process, or the host's CPUs, what the slots wait for?
+
+A timed call's round trip on the H200 was 34 ms for 0.07 ms of kernels (run 53), and a size's timing loop spent
+2.3 of its 3.3 s waiting for the device lock's windows, whose holders' work is mostly host work: messages between
+the parent's slot threads and their workers. So the acceptance run samples the host twice a second from a thread of
+its own, in the grading process (the service's parent, where every slot's thread runs):
+
+- the share of the host's CPUs busy (`/proc/stat`), and runnable threads (`/proc/loadavg`);
+- the cores the parent uses (its `/proc/self/stat`) and the workers by role (`roles`: pid -> "slot N role");
+- how late a thread of the parent wakes from a 0.5 ms sleep: what each slot thread waits for the GIL and a core
+  after every reply, before it can open the next gate or give back its window.
+
+`lines()` summarises the samples of one stretch of the run (round 1, or all of it) for summary.txt.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import threading
+import time
+from typing import Callable
+
+TICK_S = 0.5
+PROBE_SLEEP_S = 0.0005
+PROBES_PER_TICK = 4
+_HZ = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_jiffies(text: str) -> tuple[int, int]:
+    """(busy, total) jiffies from `/proc/stat`'s first line: idle and iowait are not busy."""
+    fields = [int(x) for x in text.split("\n", 1)[0].split()[1:]]
+    total = sum(fields[:8])  # guest time is already inside user
+    return total - fields[3] - fields[4], total
+
+
+def proc_cpu_s(stat: str) -> float:
+    """User plus system seconds from a `/proc/PID/stat` line (the fields after the command's closing paren)."""
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / _HZ
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+class HostWatch:
+    """Samples the host every `TICK_S` on a daemon thread until `stop()`; `roles()` names the service's workers."""
+
+    def __init__(self, roles: Callable[[], dict[int, str]] | None = None, tick_s: float = TICK_S):
+        self.roles = roles or dict
+        self.tick_s = tick_s
+        self.samples: list[dict] = []
+        self.role_cpu: dict[int, tuple[str, float, float]] = {}  # pid -> (role, first seen cpu s, last seen cpu s)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hostwatch", daemon=True)
+
+    def start(self) -> "HostWatch":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        last = None
+        while not self._stop.wait(self.tick_s):
+            stat, me = _read("/proc/stat"), _read("/proc/self/stat")
+            if stat is None or me is None:
+                return  # not Linux: nothing to say
+            late = []
+            for _ in range(PROBES_PER_TICK):
+                t = time.perf_counter()
+                time.sleep(PROBE_SLEEP_S)
+                late.append(time.perf_counter() - t - PROBE_SLEEP_S)
+            busy, total = cpu_jiffies(stat)
+            now = {"t": time.perf_counter(), "busy": busy, "total": total, "parent_s": proc_cpu_s(me),
+                   "late_ms": [1e3 * x for x in late],
+                   "runnable": int((_read("/proc/loadavg") or "0 0 0 0/0").split()[3].split("/")[0])}
+            if last is not None:
+                span = now["total"] - last["total"]
+                self.samples.append({"t": now["t"], "busy": (now["busy"] - last["busy"]) / span if span else 0.0,
+                                     "parent_cores": (now["parent_s"] - last["parent_s"]) / (now["t"] - last["t"]),
+                                     "late_ms": now["late_ms"], "runnable": now["runnable"]})
+            last = now
+            for pid, role in list(self.roles().items()):
+                text = _read(f"/proc/{pid}/stat")
+                if text is None or role == "parent":
+                    continue
+                cpu = proc_cpu_s(text)
+                kind = role.rsplit(" ", 1)[-1]
+                first = self.role_cpu.get(pid, (kind, cpu, cpu))[1]
+                self.role_cpu[pid] = (kind, first, cpu)
+
+    def lines(self, t_from: float, t_to: float, label: str) -> list[str]:
+        """The samples between two `time.perf_counter()` readings, summarised: medians and the 90th percentile."""
+        rows = [s for s in self.samples if t_from <= s["t"] <= t_to]
+        if not rows:
+            return [f"  {label}\tno samples"]
+        cores = os.cpu_count() or 1
+        late = sorted(x for s in rows for x in s["late_ms"])
+
+        def q(xs: list[float], p: float) -> float:
+            xs = sorted(xs)
+            return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+        busy = [s["busy"] for s in rows]
+        parent = [s["parent_cores"] for s in rows]
+        run = [float(s["runnable"]) for s in rows]
+        return [f"  {label}\t{len(rows)} samples over {t_to - t_from:.0f} s; host CPUs busy (of {cores}) median "
+                f"{100 * statistics.median(busy):.0f}%, p90 {100 * q(busy, 0.9):.0f}%; runnable threads median "
+                f"{statistics.median(run):.0f}, p90 {q(run, 0.9):.0f}",
+                f"  {label}\tparent (the slots' threads) cores used median {statistics.median(parent):.2f}, p90 "
+                f"{q(parent, 0.9):.2f}; a parent thread woke late from a {1e3 * PROBE_SLEEP_S:.1f} ms sleep by "
+                f"median {statistics.median(late):.3f} ms, p90 {q(late, 0.9):.3f}, p99 {q(late, 0.99):.3f}"]
+
+    def role_lines(self) -> list[str]:
+        """CPU seconds the workers used while sampled, by role (a worker's first and last tick bound it)."""
+        by: dict[str, list[float]] = {}
+        for kind, first, last in self.role_cpu.values():
+            by.setdefault(kind, []).append(last - first)
+        if not by:
+            return []
+        return ["  workers' CPU while sampled, by role\t" + "; ".join(
+            f"{kind}: {sum(v):.0f} s over {len(v)} workers" for kind, v in sorted(by.items()))]
