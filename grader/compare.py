@@ -37,6 +37,10 @@ def compare(out, ref, atol: float, rtol: float, scale=None, slack: float = 0.0) 
     absolute allowance the caller measured (see `expert_slack`)."""
     import torch
 
+    if _in_chunks(out, ref, scale):
+        worst = _worst_in_chunks(out, ref, atol, rtol, scale, slack)
+        if worst <= 1.0:  # a pass: the whole ratio is needed only to count a failure's elements
+            return _passed(out.numel(), worst, atol, rtol, slack)
     o = out.to(ref.device).double() if out.is_floating_point() or ref.is_floating_point() else out.to(ref.device)
     r = ref.double() if o.dtype == torch.float64 else ref
     if o.numel() == 0:
@@ -46,16 +50,65 @@ def compare(out, ref, atol: float, rtol: float, scale=None, slack: float = 0.0) 
         if bad:
             return Verdict(False, Reason.MISMATCH, f"{bad} of {o.numel()} integer elements differ", float("inf"))
         return Verdict(True, Reason.OK, "all integer elements equal", 0.0)
-    diff = (o - r).abs_()
-    magnitude = r.abs() if scale is None else torch.maximum(r.abs(), scale.to(r.device).double().abs())
-    bound = magnitude.mul_(rtol).add_(atol)  # atol + rtol * magnitude, rounded as written, in place
-    if slack:
-        bound.add_(slack)
-    ratio = diff.div_(bound)
+    ratio = _ratio(o, r, atol, rtol, None if scale is None else scale.to(r.device).double(), slack)
     worst = float(ratio.max())  # NaN if any ratio is: a non-finite output or reference, or 0 / 0
     if not math.isfinite(worst):
         return _compare_with_specials(o, r, atol, rtol, scale, slack)
     return _judged(o, r, ratio, worst, atol, rtol, slack)
+
+
+CHUNK = 1 << 18
+"""Elements per piece of a comparison on the host (`_worst_in_chunks`): 2 MiB of float64 per buffer, so a piece's
+seven passes stay in the core's cache. Whole, a 16M-element output's passes each go through memory (measured on
+this project's CPU machine, one thread: 381 ms whole, 39 ms in pieces of this size)."""
+
+
+def _ratio(o, r, atol: float, rtol: float, s, slack: float):
+    """|o - r| / (atol + rtol * max(|r|, |s|) + slack) elementwise, in float64, rounded as `compare` always has."""
+    import torch
+
+    diff = (o - r).abs_()
+    magnitude = r.abs() if s is None else torch.maximum(r.abs(), s.abs())
+    bound = magnitude.mul_(rtol).add_(atol)  # atol + rtol * magnitude, rounded as written, in place
+    if slack:
+        bound.add_(slack)
+    return diff.div_(bound)
+
+
+def _in_chunks(out, ref, scale) -> bool:
+    """Whether `compare` first looks for the worst ratio piece by piece (`_worst_in_chunks`): large float outputs
+    on the host, of the reference's shape (and the scale's), where nothing broadcasts."""
+    return (out.device.type == ref.device.type == "cpu" and out.is_floating_point() and ref.is_floating_point()
+            and out.numel() > CHUNK and out.shape == ref.shape and (scale is None or scale.shape == ref.shape))
+
+
+def _worst_in_chunks(out, ref, atol: float, rtol: float, scale, slack: float) -> float:
+    """The largest ratio of `compare` (NaN where any is), one cache-sized piece at a time with the same float64
+    arithmetic element by element (each piece is widened exactly into float64 buffers first): the maximum of the
+    pieces' maxima is the whole's."""
+    import torch
+
+    o, r = out.reshape(-1), ref.reshape(-1)
+    s = scale.reshape(-1) if scale is not None else None
+    n = o.numel()
+    diff, mag = torch.empty(CHUNK, dtype=torch.float64), torch.empty(CHUNK, dtype=torch.float64)
+    worst = 0.0
+    for i in range(0, n, CHUNK):
+        k = min(CHUNK, n - i)
+        d, m = diff[:k], mag[:k]
+        d.copy_(o[i:i + k]).sub_(r[i:i + k]).abs_()  # r's piece widened too, if it is not float64
+        m.copy_(r[i:i + k]).abs_()
+        if s is not None:
+            torch.maximum(m, s[i:i + k].double().abs(), out=m)
+        m.mul_(rtol).add_(atol)
+        if slack:
+            m.add_(slack)
+        got = float(d.div_(m).max())
+        if not got <= worst:  # larger, or NaN: a NaN anywhere is the whole's answer
+            worst = got
+            if math.isnan(got):
+                break
+    return worst
 
 
 def _compare_with_specials(o, r, atol: float, rtol: float, scale, slack: float) -> Verdict:
@@ -91,7 +144,12 @@ def _judged(o, r, ratio, worst: float, atol: float, rtol: float, slack: float) -
         return Verdict(False, Reason.MISMATCH,
                        f"{n_bad} of {o.numel()} elements outside {bounds} (worst {worst:.3g}x the bound)",
                        worst)
-    return Verdict(True, Reason.OK, f"all {o.numel()} elements within {bounds} (worst {worst:.3g}x the bound)", worst)
+    return _passed(o.numel(), worst, atol, rtol, slack)
+
+
+def _passed(n: int, worst: float, atol: float, rtol: float, slack: float) -> Verdict:
+    bounds = f"atol={atol:g}, rtol={rtol:g}" + (f", slack={slack:.3g}" if slack else "")
+    return Verdict(True, Reason.OK, f"all {n} elements within {bounds} (worst {worst:.3g}x the bound)", worst)
 
 
 EXPERT_SLACK = 16.0

@@ -27,6 +27,12 @@ times holds the device alone and sends one call at a time; after each reply its 
 another slot's thread (a verdict, a /proc scan) would otherwise keep for up to 5 ms while the device idles."""
 
 
+PARENT_TORCH_THREADS = 1
+"""Torch's intra-op threads in the parent while a service runs. The parent computes on the host only the
+verifications' comparisons (`Effort.host_compare`), each on its slot's thread in cache-sized pieces; a pool per
+calling thread (OpenMP's way) would put a dozen teams of spinning threads on the cores the workers launch from."""
+
+
 def pick_device(device: str = "auto") -> str:
     if device != "auto":
         return device
@@ -45,10 +51,10 @@ class GraderService:
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
-                 check_windows: bool = True, device_first: bool = True):
+                 check_windows: bool = True, device_first: bool = True, host_compare: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
-        `reference_first`, `split_window`, `slow_loops`, `check_windows` (`Effort`),
+        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `host_compare` (`Effort`),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -58,6 +64,10 @@ class GraderService:
         self.task_affinity = task_affinity
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
+        import torch
+
+        self._torch_threads = torch.get_num_threads()
+        torch.set_num_threads(PARENT_TORCH_THREADS)
         if self.device == "cpu":
             os.environ.setdefault("TRITON_INTERPRET", "1")  # experts run in this process too
         from grader import fingerprint
@@ -69,7 +79,8 @@ class GraderService:
         self.catalogue = load_catalogue(catalogue_extra)
         self.effort = dataclasses.replace(effort or Effort.for_device(self.device.startswith("cuda")),
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
-                                          split_window=split_window, slow_loops=slow_loops, check_windows=check_windows)
+                                          split_window=split_window, slow_loops=slow_loops, check_windows=check_windows,
+                                          host_compare=host_compare)
         cuda = self.device.startswith("cuda")
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)
@@ -107,6 +118,9 @@ class GraderService:
 
     def close(self) -> None:
         sys.setswitchinterval(self._switch_interval)
+        import torch
+
+        torch.set_num_threads(self._torch_threads)
         for slot in self.slots:
             slot.close()
         if self.watch is not None:

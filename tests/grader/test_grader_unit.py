@@ -97,6 +97,37 @@ def test_compare_takes_the_special_values_path_exactly_when_it_matters():
     assert compare(torch.zeros(4), torch.zeros(4, dtype=torch.float64), 0.0, 0.0).ok  # 0 / 0: as before, passes
 
 
+def test_compare_in_pieces_on_the_host_gives_the_whole_comparisons_verdicts(monkeypatch):
+    """A large float output on the host is first searched piece by piece for its worst ratio (`compare.CHUNK`): every
+    verdict and worst ratio equals the whole comparison's, with the scale, the slack, a float32 reference, specials
+    and failures, and a piece boundary that does not divide the output."""
+    import grader.compare as cmp
+
+    g = torch.Generator().manual_seed(5)
+    ref = torch.randn(41, 53, generator=g, dtype=torch.float64) * 2
+    out = (ref + torch.randn(41, 53, generator=g, dtype=torch.float64) * 1e-6).float()
+    specials = ref.clone()
+    specials[40, 50:] = torch.tensor([torch.inf, -torch.inf, torch.nan], dtype=torch.float64)
+    worst_last = out.clone()
+    worst_last[40, 52] += 1e-3
+    cases = [(ref, out, {}), (ref, out, {"scale": ref.abs() + 0.5}), (ref, out, {"slack": 1e-7}),
+             (ref.float(), out, {}), (ref, worst_last, {}), (ref, worst_last, {"scale": ref.abs() * 40}),
+             (specials, specials.clone(), {}), (specials, ref, {}), (ref, specials, {}), (ref, ref * 0, {})]
+    whole = []
+    monkeypatch.setattr(cmp, "CHUNK", 1 << 30)
+    for r, o, kw in cases:
+        whole.append(compare(o, r, 1e-5, 1e-4, **kw))
+    monkeypatch.setattr(cmp, "CHUNK", 64)
+    called = []
+    monkeypatch.setattr(cmp, "_worst_in_chunks", lambda *a, _f=cmp._worst_in_chunks: called.append(1) or _f(*a))
+    for (r, o, kw), full in zip(cases, whole):
+        pieces = compare(o, r, 1e-5, 1e-4, **kw)
+        assert (pieces.ok, pieces.reason_code, pieces.detail) == (full.ok, full.reason_code, full.detail)
+        assert pieces.max_rel_err == full.max_rel_err or (pieces.max_rel_err != pieces.max_rel_err
+                                                          and full.max_rel_err != full.max_rel_err)
+    assert len(called) == len(cases) and [v.ok for v in whole].count(True) >= 4
+
+
 def test_compare_single_wrong_element_fails():
     ref = torch.randn(64, 64, dtype=torch.float64)
     out = ref.clone()
