@@ -71,12 +71,14 @@ class _Turns:
     time. A kind in `first` goes before the others: its waiters pass every waiter of another kind, and no
     waiter of another kind comes in while one of it waits. Its methods are called under `cond`."""
 
-    def __init__(self, kinds: tuple, alone: tuple, cond: threading.Condition, first: tuple = ()):
+    def __init__(self, kinds: tuple, alone: tuple, cond: threading.Condition, first: tuple = (),
+                 changed=None):
         self.cond = cond
         self.held = dict.fromkeys(kinds, 0)
         self.queue: deque[_Ticket] = deque()  # in the order they asked
         self.alone = frozenset(alone)
         self.first = frozenset(first)
+        self.changed = changed or (lambda: None)  # called under `cond` before each change of `held` or `queue`
 
     def _admissible(self, ticket: _Ticket) -> bool:
         kind = ticket.kind
@@ -95,16 +97,19 @@ class _Turns:
     def acquire(self, kind: str) -> None:
         """Wait for a place of `kind` in the order asked, and take it."""
         ticket = _Ticket(kind)
+        self.changed()
         self.queue.append(ticket)
         try:
             while not self._admissible(ticket):
                 self.cond.wait()
         finally:
+            self.changed()
             self.queue.remove(ticket)
         self.held[kind] += 1
         self.cond.notify_all()  # the rest of this batch may come in too
 
     def release(self, kind: str) -> None:
+        self.changed()
         self.held[kind] -= 1
         self.cond.notify_all()
 
@@ -116,7 +121,9 @@ class DeviceLock:
         self._turns = _Turns(KINDS, ("exclusive",), self._cond)
         self._held, self._queue = self._turns.held, self._turns.queue
         self._windows = _Turns(WINDOW_KINDS, ("device",), threading.Condition(),
-                               first=("device",) if device_first else ())
+                               first=("device",) if device_first else (), changed=self._windows_changed)
+        self._w_since = time.monotonic()
+        self._w_spans = dict.fromkeys(("draws_held", "device_waiting", "device_waiting_on_draws"), 0.0)
         self._since = time.monotonic()
         self._state = "idle"
         self._seconds = dict.fromkeys(KINDS + ("idle",), 0.0)
@@ -124,6 +131,18 @@ class DeviceLock:
         self._window_n = dict.fromkeys(WINDOW_KINDS + ("check",), 0)
         self._gave_way = 0
         self._purposes: dict[str, tuple[int, float]] = {}
+
+    def _windows_changed(self) -> None:
+        """Charge the time since the windows last changed to what was true meanwhile (under the windows'
+        condition): some draw held (any number at once: the wall time they cover, not holder-seconds), a device
+        window waiting, and both at once (a timed call held off by draws: what makes the loops wait)."""
+        now = time.monotonic()
+        w, dt = self._windows, now - self._w_since
+        self._w_since = now
+        draws, waiting = w.held["draw"] > 0, any(t.kind == "device" for t in w.queue)
+        self._w_spans["draws_held"] += dt * draws
+        self._w_spans["device_waiting"] += dt * waiting
+        self._w_spans["device_waiting_on_draws"] += dt * (draws and waiting)
 
     def _account(self) -> None:
         """Charge the time since the last change to the state the device was in (called under the lock)."""
@@ -233,16 +252,20 @@ class DeviceLock:
     def stats(self) -> dict:
         """Seconds the device spent in each state since the lock was made (idle: nobody held it), the device
         windows the loops took (count, seconds), their draw windows and check work's (`check`; count,
-        holder-seconds: draws overlap), the times loops gave way, and per named purpose of a shared hold or a
-        check window [holds, holder-seconds]."""
+        holder-seconds: draws overlap), the wall time some draw held, a device window waited, and both
+        (`_windows_changed`), the times loops gave way, and per named purpose of a shared hold or a check window
+        [holds, holder-seconds]."""
         with self._windows.cond:
             count, seconds = dict(self._window_n), dict(self._window_s)
+            self._windows_changed()
+            spans = dict(self._w_spans)
         with self._cond:
             self._account()
             return {**{f"{k}_s": round(v, 3) for k, v in self._seconds.items()},
                     "windows": count["device"], "window_s": round(seconds["device"], 3),
                     "draw_windows": count["draw"], "draw_window_s": round(seconds["draw"], 3),
                     "check_windows": count["check"], "check_window_s": round(seconds["check"], 3),
+                    **{f"{k}_s": round(v, 3) for k, v in spans.items()},
                     "gave_way": self._gave_way,
                     "purposes": {k: [n, round(s, 3)] for k, (n, s) in sorted(self._purposes.items())}}
 

@@ -28,9 +28,10 @@ another slot's thread (a verdict, a /proc scan) would otherwise keep for up to 5
 
 
 PARENT_TORCH_THREADS = 1
-"""Torch's intra-op threads in the parent while a service runs. The parent computes on the host only the
-verifications' comparisons (`Effort.host_compare`), each on its slot's thread in cache-sized pieces; a pool per
-calling thread (OpenMP's way) would put a dozen teams of spinning threads on the cores the workers launch from."""
+"""Torch's intra-op threads in the parent while a service runs. On the CPU the parent's host work is the
+verifications' comparisons, each on its slot's thread in cache-sized pieces (`grader.compare.CHUNK`); a pool per
+calling thread (OpenMP's way) would put a team of spinning threads per slot on the cores the CPU's timing uses. On
+a GPU the parent computes nothing on the host."""
 
 
 def pick_device(device: str = "auto") -> str:
@@ -51,10 +52,10 @@ class GraderService:
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
-                 check_windows: bool = True, device_first: bool = True, host_compare: bool = True):
+                 check_windows: bool = True, device_first: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
-        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `host_compare` (`Effort`),
+        `reference_first`, `split_window`, `slow_loops`, `check_windows` (`Effort`),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -79,8 +80,7 @@ class GraderService:
         self.catalogue = load_catalogue(catalogue_extra)
         self.effort = dataclasses.replace(effort or Effort.for_device(self.device.startswith("cuda")),
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
-                                          split_window=split_window, slow_loops=slow_loops, check_windows=check_windows,
-                                          host_compare=host_compare)
+                                          split_window=split_window, slow_loops=slow_loops, check_windows=check_windows)
         cuda = self.device.startswith("cuda")
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)

@@ -74,13 +74,6 @@ class Effort:
     expert's first call at a size in its worker compiles its kernels (H200 run 50: 251 ms a call on average) and
     holds nothing, as the attempt's first call does: the expert's code is the catalogue's, and in a window it would
     hold every slot's timed calls off while it compiles."""
-    host_compare: bool = True
-    """A verification compares on the host (0.16.0; bench/gpu_acceptance.py --without host_compare): the worker's copy
-    of the output off the device and the reference's answer each take a window of device work, and the parent reads
-    both into its own memory and compares there, in no window at all (`compare` in cache-sized pieces). Before, the
-    parent copied both onto the device and compared there, inside the windows: H200 run 57 held each verification's
-    windows 63 ms (fetch 12, reference 43, comparison 7.6), and every timed call of every slot waits for the longest
-    draw in flight. Off, or on the CPU, everything is on the slot's device as before."""
     target_log2_halfwidth: float = 0.01
     """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
     most this far either side of its median."""
@@ -769,7 +762,7 @@ def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size) -> float:
     its first launch waited for the device behind its closed gate until the parent's patience ran out (H200 run 48:
     3.8 s a call). Returns its seconds."""
     t = time.perf_counter()
-    compiling = sz.key not in expert.warmed
+    compiling = sz.key not in expert.warmed  # counted apart: outside any window (H200 run 58: 484 ms against 1.6)
     warm = _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"))
     expert.warmed.add(sz.key)
     _note_parts(g, "expert warm-up" + (", compiling" if compiling else ""), warm)
@@ -1013,13 +1006,15 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
             ) -> Verdict:
     """Fetch output `idx` (and with its inputs: they must be unchanged), compare it with the reference's answer for
     `seed`; the verdict. `piece()`: what each piece of device work takes (the fetch, the inputs, the reference, the
-    comparison on the device; `Effort.check_windows`), nothing when the caller holds the device for the whole. Each
-    piece ends with the device idle for this process: a copy onto the device and a comparison's answer wait for their
-    work. With `Effort.host_compare` on a GPU, the output and the answer are read into the parent's memory after
-    their pieces, and compared there outside any."""
+    comparison; `Effort.check_windows`), nothing when the caller holds the device for the whole. Each piece ends
+    with the device idle for this process: a copy onto the device and a comparison's answer wait for their work."""
     task, slot = g.task, g.slot
-    host = g.effort.host_compare and g.cuda  # on the CPU the host is the device: its work stays in the windows
-    tensors = _fetch(g, idx, with_inputs, piece, host)
+    with piece():
+        t_fetch = time.perf_counter()
+        tensors = _fetch(g, idx, with_inputs)
+        fetched = time.perf_counter() - t_fetch
+    g.phases["transfer"] += fetched
+    g.gpu_lock.note("verify: fetch", fetched)
     t_ref = time.perf_counter()
     if with_inputs:  # the tensors among the inputs (a Python number cannot be changed in place)
         with piece():
@@ -1030,45 +1025,27 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
             if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
                 raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
             g.gpu_lock.note("verify: inputs", time.perf_counter() - t_in)
-    ref, scale = _reference(g, sz, seed, piece, host)
-    with contextlib.nullcontext() if host else piece():
+    with piece():
+        t = time.perf_counter()
+        ref, scale = _reference(g, sz, seed)
+        g.gpu_lock.note("verify: reference", time.perf_counter() - t)
+    with piece():
         t = time.perf_counter()
         atol, rtol = task.card.tolerance()
         verdict = compare(tensors[0], ref, atol, rtol, scale)
         if verdict.reason_code is Reason.MISMATCH and math.isfinite(verdict.max_rel_err):
             # Outside the card's bound: is honest arithmetic? The expert, on the same inputs, says how far it gets.
-            expert = _expert_output(g, sz, seed, piece if host else contextlib.nullcontext, host)
-            slack = expert_slack(expert, ref, rtol)
+            slack = expert_slack(_expert_output(g, sz, seed), ref, rtol)
             if slack > 0:
                 verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
                 g.slack_used = max(g.slack_used, slack) if verdict.ok else g.slack_used
-        g.gpu_lock.note("verify: compare" + (" on the host" if host else ""), time.perf_counter() - t)
+        g.gpu_lock.note("verify: compare", time.perf_counter() - t)
     g.phases["reference"] += time.perf_counter() - t_ref
     return verdict
 
 
-def _fetch(g: _Grade, idx: int, with_inputs: bool, piece: Callable = contextlib.nullcontext, host: bool = False
-           ) -> list:
-    """The candidate's kept output `idx` (and its inputs), copied out of its worker into this process: the worker's
-    copy in `piece()`, and the read onto the slot's device in it too, or with `host` after it into the host's
-    memory (`Effort.host_compare`), which needs no window."""
-    with piece():
-        t = time.perf_counter()
-        got = _fetch_reply(g, idx, with_inputs)
-        tensors = None if host else _fetched(g, *got, g.slot.device)
-        took = time.perf_counter() - t
-    g.gpu_lock.note("verify: fetch", took)
-    if tensors is None:
-        t = time.perf_counter()
-        tensors = _fetched(g, *got, "cpu")
-        g.gpu_lock.note("verify: fetch, read on the host", time.perf_counter() - t)
-        took += time.perf_counter() - t
-    g.phases["transfer"] += took
-    return tensors
-
-
-def _fetch_reply(g: _Grade, idx: int, with_inputs: bool) -> tuple[dict, int | None]:
-    """The worker's reply to a fetch of output `idx`, checked, and the descriptor it sent (if any)."""
+def _fetch(g: _Grade, idx: int, with_inputs: bool) -> list:
+    """The candidate's kept output `idx` (and its inputs), copied out of its worker onto this process's device."""
     slot = g.slot
     reply, _, _ = _request(g.conn, {"op": "fetch", "idx": idx, "with_inputs": with_inputs}, g.remaining)
     fd = wire.recv_fd(g.conn.sock) if reply.get("_fd") else None
@@ -1088,17 +1065,11 @@ def _fetch_reply(g: _Grade, idx: int, with_inputs: bool) -> tuple[dict, int | No
         if fd is not None:
             os.close(fd)
         raise
-    return reply, fd
-
-
-def _fetched(g: _Grade, reply: dict, fd: int | None, device: str) -> list:
-    """The tensors of a checked fetch reply, read onto `device` out of its memfd (closed) or the slot's output arena
-    (copied out before any candidate code can run again)."""
     try:
         if fd is not None:
-            return wire.tensors_from_memfd(reply["tensors"], fd, device)
-        if g.conn.out_arena is not None:
-            return g.conn.out_arena.read(reply["tensors"], device)
+            return wire.tensors_from_memfd(reply["tensors"], fd, slot.device)
+        if g.conn.out_arena is not None:  # copied out before any candidate code can run again
+            return g.conn.out_arena.read(reply["tensors"], slot.device)
         raise wire.WireError("it answered in an arena it was never lent")
     except (wire.WireError, OSError, ValueError, TypeError, AttributeError, KeyError) as e:
         raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
@@ -1116,15 +1087,10 @@ def _note_parts(g: _Grade, purpose: str, reply: dict, parts: tuple = ("park", "i
         g.gpu_lock.note(f"{purpose}: round trip", reply["parent_ms"] / 1e3)
 
 
-def _expert_output(g: _Grade, sz: _Size, seed: int, piece: Callable = contextlib.nullcontext, host: bool = False):
-    """The expert's output on the inputs of `seed`, on the slot's device (with `host`: in the host's memory): one call
-    kept, fetched, then released, all in `piece()`. Its time is the grader's, not the attempt's."""
+def _expert_output(g: _Grade, sz: _Size, seed: int):
+    """The expert's output on the inputs of `seed`: one call kept, fetched, then released. Its time is the
+    grader's, not the attempt's."""
     expert = _expert_worker(g)
-    with piece():
-        return _expert_kept(g, expert, sz, seed, "cpu" if host else g.slot.device)
-
-
-def _expert_kept(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, device: str):
     reply = _expert_call(g, expert, sz, seed, keep=True)
     t = time.monotonic()
     fd = None
@@ -1133,7 +1099,7 @@ def _expert_kept(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, device: st
         fd = wire.recv_fd(expert.sock) if got.get("_fd") else None
         if not got.get("ok") or fd is None:
             raise RuntimeError(_tail(got.get("error", "")) if got.get("error") else "no output")
-        out, fd = wire.tensors_from_memfd(got["tensors"], fd, device)[0], None
+        out, fd = wire.tensors_from_memfd(got["tensors"], fd, g.slot.device)[0], None
         expert.request({"op": "release"}, EXPERT_TIMEOUT_S)
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, IndexError) as e:
         if fd is not None:
@@ -1153,39 +1119,34 @@ def _reference_worker(g: _Grade) -> WorkerConn:
                             g.task.answer_bytes, "get_inputs" if card.inputs_from == "task" else None)
 
 
-def _reference(g: _Grade, sz: _Size, seed: int, piece: Callable = contextlib.nullcontext, host: bool = False
-               ) -> tuple:
-    """The reference's float64 answer (and error scale) for the inputs of `seed`, from the task's sandboxed reference
-    worker: its answer in `piece()`, read onto the slot's device in it too, or with `host` after it into the host's
-    memory (`Effort.host_compare`). Its time is the grader's, not the attempt's."""
+def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
+    """The reference's float64 answer (and error scale) for the inputs of `seed`, from the task's
+    sandboxed reference worker. Its time is the grader's, not the attempt's."""
     key = g.task.expert_key
-    device = "cpu" if host else g.slot.device
     t = time.perf_counter()
     fd = None
     try:
-        with piece():
-            t_in = time.perf_counter()
-            conn = _reference_worker(g)
-            reply, _, _ = conn.request({"op": "reference", "specs": sz.specs, "seed": seed,
-                                        "task_inputs": sz.given}, EXPERT_TIMEOUT_S)
-            fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
-            if sz.given and reply.get("ok") and reply.get("inputs_digest") != g.digests.get(seed):
-                raise RuntimeError(f"at size {sz.label}: its get_inputs made other inputs for the same seed than the "
-                                   "candidate was given: it must depend only on torch's, random's or NumPy's seeded "
-                                   "generators")
-            in_arena = reply.get("arena") is True and fd is None
-            if not reply.get("ok") or (fd is None and not in_arena) or conn.drain_audit():
-                why = reply.get("error") or "; ".join(conn.audit_lines[:3]) or "no output"
-                raise RuntimeError(f"at size {sz.label}: {_tail(why)}")
-            if in_arena and conn.arena is None:
+        conn = _reference_worker(g)
+        reply, _, _ = conn.request({"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given},
+                                   EXPERT_TIMEOUT_S)
+        fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
+        if sz.given and reply.get("ok") and reply.get("inputs_digest") != g.digests.get(seed):
+            raise RuntimeError(f"at size {sz.label}: its get_inputs made other inputs for the same seed than the "
+                               "candidate was given: it must depend only on torch's, random's or NumPy's seeded "
+                               "generators")
+        in_arena = reply.get("arena") is True and fd is None
+        if not reply.get("ok") or (fd is None and not in_arena) or conn.drain_audit():
+            why = reply.get("error") or "; ".join(conn.audit_lines[:3]) or "no output"
+            raise RuntimeError(f"at size {sz.label}: {_tail(why)}")
+        if in_arena:
+            if conn.arena is None:
                 raise RuntimeError("answered in an arena it was never lent")
-            sent, fd = fd, None  # the read closes it
-            tensors = None if host else _answer(g, conn, reply, sent, device)
-            g.gpu_lock.note("verify: reference", time.perf_counter() - t_in)
-        if tensors is None:
-            t_in = time.perf_counter()
-            tensors = _answer(g, conn, reply, sent, device)
-            g.gpu_lock.note("verify: reference, read on the host", time.perf_counter() - t_in)
+            tensors = conn.arena.read(reply["tensors"], g.slot.device)
+            g.answers_via = "arena, pinned" if conn.arena.pinned and reply.get("arena_pinned") else "arena"
+        else:
+            tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, g.slot.device), None
+            why = reply.get("arena_error") or ("no arena lent" if conn.arena is None else "answer larger than the arena")
+            g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
             raise RuntimeError(f"sent {len(tensors)} tensors")
         _note_parts(g, "reference worker", reply, ("empty cache", "inputs", "run", "check", "write"))
@@ -1197,16 +1158,6 @@ def _reference(g: _Grade, sz: _Size, seed: int, piece: Callable = contextlib.nul
     finally:
         g.waited_s += time.perf_counter() - t
     return tensors[0], (tensors[1] if len(tensors) > 1 else None)
-
-
-def _answer(g: _Grade, conn: WorkerConn, reply: dict, fd: int | None, device: str) -> list:
-    """A checked reference reply's tensors, read onto `device` out of its worker's arena or its memfd (closed)."""
-    if fd is None:
-        g.answers_via = "arena, pinned" if conn.arena.pinned and reply.get("arena_pinned") else "arena"
-        return conn.arena.read(reply["tensors"], device)
-    why = reply.get("arena_error") or ("no arena lent" if conn.arena is None else "answer larger than the arena")
-    g.answers_via = f"memfd ({_tail(str(why), 200)})"
-    return wire.tensors_from_memfd(reply["tensors"], fd, device)
 
 
 def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None, window=None,

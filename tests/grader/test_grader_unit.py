@@ -584,6 +584,48 @@ def test_draw_windows_run_beside_each_other_never_beside_a_device_window_and_tak
         assert log == [f"{n}{s}" for n in order for s in "+-"], (device_first, log)
 
 
+def test_the_lock_counts_the_wall_time_draws_hold_and_device_windows_wait_on_them():
+    """`DeviceLock.stats()`: two overlapping draws count once in the wall time some draw held (against their
+    holder-seconds), and a device window asked for during them counts as waiting on draws until they end; a device
+    window alone counts in neither."""
+    import threading
+    import time as _time
+
+    from grader.devicelock import DeviceLock
+
+    lock = DeviceLock()
+    go, held = threading.Event(), threading.Barrier(3)
+
+    def draw(hold_s: float):
+        with lock.window("draw"):
+            held.wait(5)
+            _time.sleep(hold_s)
+
+    draws = [threading.Thread(target=draw, args=(s,)) for s in (0.15, 0.3)]
+    for t in draws:
+        t.start()
+    held.wait(5)  # both draws in
+
+    def device():
+        with lock.window("device"):
+            go.set()
+
+    timed = threading.Thread(target=device)
+    timed.start()
+    while not lock.state()["windows_waiting"]:
+        _time.sleep(0.001)
+    for t in draws + [timed]:
+        t.join(5)
+    assert go.is_set()
+    with lock.window("device"):
+        _time.sleep(0.05)
+    stats = lock.stats()
+    assert 0.3 <= stats["draws_held_s"] < stats["draw_window_s"], stats  # 0.45 holder-seconds over ~0.3 s of wall
+    on_draws, waiting = stats["device_waiting_on_draws_s"], stats["device_waiting_s"]
+    assert 0.0 < on_draws <= waiting < on_draws + 0.1 and waiting <= stats["draws_held_s"], stats  # the hand-over
+    assert stats["window_s"] >= 0.05 and stats["windows"] == 2, stats
+
+
 def test_a_long_timing_loop_gives_way_to_waiting_check_work_and_takes_its_place_again_behind_it():
     """A loop that asks to give way every few pairs: nobody waiting, it keeps the lock (0.0); a check that asks
     meanwhile gets in before the loop ends, alone, and the loop goes on after it (H200 run 39: loops of slow

@@ -363,8 +363,7 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     assert r.status.value == "correct" and r.sandbox["output_arena"] == lent, (r.reason, r.sandbox)
     # and its check work is broken down in the lock's stats: the verifications' parts, the reference worker's own
     after = service.gpu_lock.stats()["purposes"]
-    compared = "verify: compare on the host" if device.startswith("cuda") else "verify: compare"  # host_compare
-    for part in ("verify: fetch", "verify: reference", compared, "reference worker: run",
+    for part in ("verify: fetch", "verify: reference", "verify: compare", "reference worker: run",
                  "reference worker: write", "check call: call", "check window"):
         assert after[part][0] > before.get(part, (0, 0.0))[0], (part, after.get(part))
     warmed = ("expert warm-up: call", "expert warm-up, compiling: call")  # its first at a size in its worker compiles
@@ -419,41 +418,6 @@ def test_without_check_windows_a_sizes_check_work_shares_one_shared_hold(service
     assert after["check_windows"] == before["check_windows"]
     held = after["purposes"]["check calls"][0] - before["purposes"].get("check calls", (0, 0.0))[0]
     assert held == len(r.sizes), (held, r.sizes)
-
-
-def test_host_compare_reads_outputs_and_answers_after_their_windows_and_compares_outside_them(service):
-    """`Effort.host_compare` on a GPU: a verification's fetch and the reference's answer each take a check window for
-    the worker's part, are read into the parent's memory after it and compared there in none; per size the check
-    windows are fewer than without it by the check calls' comparisons. Off, as before: all on the device, in the
-    windows. On the CPU the host is the device, and the switch changes nothing."""
-    import dataclasses
-
-    kept = service.effort
-    cuda = service.device.startswith("cuda")
-    taken, grades = {}, {}
-    try:
-        for on in (True, False):
-            service.effort = dataclasses.replace(kept, host_compare=on)
-            _grade(service, f"host_compare_{on}_warm", HONEST)
-            before = service.gpu_lock.stats()
-            r = _grade(service, f"host_compare_{on}", HONEST)
-            after = service.gpu_lock.stats()
-            assert r.status is Status.CORRECT, r.reason
-            taken[on] = after["check_windows"] - before["check_windows"]
-            grades[on] = {k: after["purposes"][k][0] - before["purposes"].get(k, (0, 0.0))[0]
-                          for k in after["purposes"] if k.startswith("verify")}
-    finally:
-        service.effort = kept
-    n_sizes = len(r.sizes)
-    host_parts = ("verify: compare on the host", "verify: fetch, read on the host",
-                  "verify: reference, read on the host")
-    if cuda:
-        assert taken[True] == taken[False] - kept.check_calls * n_sizes, (taken, n_sizes)  # the check calls' own
-        assert all(grades[True].get(k) for k in host_parts), grades[True]
-        assert grades[True]["verify: compare on the host"] == grades[False]["verify: compare"], grades
-    else:
-        assert taken[True] == taken[False], taken
-    assert not any(grades[False].get(k) for k in host_parts), grades[False]
 
 
 def test_check_windows_each_piece_of_check_work_and_a_warm_experts_first_call_at_a_size(service):
