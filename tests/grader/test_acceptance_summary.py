@@ -67,3 +67,14 @@ def test_host_watch_reads_the_host_and_summarises_a_stretch():
     assert "host CPUs busy" in cores and "woke late" in late
     assert all(s["late_ms"] and min(s["late_ms"]) > -0.1 for s in watch.samples)
     assert watch.lines(0.0, 1.0, "before") == ["  before\tno samples"]
+
+
+def test_the_lock_model_runs_its_slots_through_the_real_lock_and_prints_a_row_per_variant(capsys):
+    """bench/lock_sim.py: a short run of two variants with two slots prints both rows, with timed calls made."""
+    from bench.lock_sim import main
+
+    assert main(["--slots", "2", "--seconds", "1.5", "--scale", "0.2",
+                 "--variants", "run 59,no check work (the loops alone)"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()[2:]]
+    assert [r[0] for r in rows] == ["run 59", "no check work (the loops alone)"]
+    assert all(float(r[3]) > 0 for r in rows), rows  # timed calls a second
