@@ -135,7 +135,7 @@ def _compare_with_specials(o, r, atol: float, rtol: float, scale, slack: float) 
 
 
 def _judged(o, r, ratio, worst: float, atol: float, rtol: float, slack: float) -> Verdict:
-    bounds = f"atol={atol:g}, rtol={rtol:g}" + (f", slack={slack:.3g}" if slack else "")
+    bounds = _bounds(atol, rtol, slack)
     if worst > 1.0:
         n_bad = int((ratio > 1.0).sum())
         if o.numel() > 1 and float(r.std()) > 0 and float(o.std()) == 0.0:
@@ -148,8 +148,12 @@ def _judged(o, r, ratio, worst: float, atol: float, rtol: float, slack: float) -
 
 
 def _passed(n: int, worst: float, atol: float, rtol: float, slack: float) -> Verdict:
-    bounds = f"atol={atol:g}, rtol={rtol:g}" + (f", slack={slack:.3g}" if slack else "")
-    return Verdict(True, Reason.OK, f"all {n} elements within {bounds} (worst {worst:.3g}x the bound)", worst)
+    return Verdict(True, Reason.OK, f"all {n} elements within {_bounds(atol, rtol, slack)} (worst {worst:.3g}x the "
+                                    "bound)", worst)
+
+
+def _bounds(atol: float, rtol: float, slack: float) -> str:
+    return f"atol={atol:g}, rtol={rtol:g}" + (f", slack={slack:.3g}" if slack else "")
 
 
 EXPERT_SLACK = 16.0
