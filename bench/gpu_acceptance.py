@@ -265,12 +265,15 @@ def loop_lines(sizes: list) -> list[str]:
             vals = [lp[f"{who}_{what}_ms"] for lp in loops if lp.get(f"{who}_{what}_ms") is not None]
             cells.append(f"{statistics.median(vals):.3f}" if vals else "-")
         out.append(f"  {'candidate' if who == 'cand' else 'twin'}\t" + "\t".join(cells))
-    out.append("  worker span by part (ms, median of the sizes' medians)\tpark\tinputs\ttimed call\tcheck\trest")
-    for who in ("cand", "twin"):
-        rows = [lp[f"{who}_parts_ms"] for lp in loops if lp.get(f"{who}_parts_ms")]
-        if rows:
-            out.append(f"  {'candidate' if who == 'cand' else 'twin'}\t"
-                       + "\t".join(f"{statistics.median(r[i] for r in rows):.3f}" for i in range(5)))
+    for key, title, columns in (("parts_ms", "worker span by part", "park\tinputs\ttimed call\tcheck\trest"),
+                                ("window_parts_ms", "device window by part",
+                                 "to the gate seen open\tto the end seen\tsynchronises\tto the parent's done")):
+        out.append(f"  {title} (ms, median of the sizes' medians)\t{columns}")
+        for who in ("cand", "twin"):
+            rows = [lp[f"{who}_{key}"] for lp in loops if lp.get(f"{who}_{key}")]
+            if rows:
+                out.append(f"  {'candidate' if who == 'cand' else 'twin'}\t"
+                           + "\t".join(f"{statistics.median(r[i] for r in rows):.3f}" for i in range(len(rows[0]))))
     return out
 
 

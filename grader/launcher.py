@@ -141,8 +141,8 @@ class WorkerConn:
         for the device says nothing until the gate opens), take the device window, open the gate, wait for
         "done". `first`: the "queued" already read (`t_open`: since when the call may have run). Returns as
         `_gated`, and what the reply gains: `stalled` (the gate was opened before the call said it was queued,
-        or it never closed) and `window_ms` (the parent's clock from the opening to "done": the call's device
-        interval and its gap lie inside it)."""
+        or it never closed), `window_ms` (the parent's clock from the opening to "done": the call's device
+        interval and its gap lie inside it) and `window_ns` (the opening and "done" on that clock)."""
         frames = wire.GATE_FRAMES
         if first is None and select.select([self.sock], [], [], patience_s)[0]:
             first, blob = wire.recv(self.sock, cap)
@@ -165,7 +165,7 @@ class WorkerConn:
             raise wire.FrameError(f"a {frame['gate']!r} frame out of turn in a gated call")
         if frame != frames["done"]:  # the call ended without reaching the device's end (an error): its reply
             return ({**frame, "stalled": stalled}, blob), {}
-        return None, {"stalled": stalled, "window_ms": (t_done - t_open) / 1e6}
+        return None, {"stalled": stalled, "window_ms": (t_done - t_open) / 1e6, "window_ns": [t_open, t_done]}
 
     def drain_audit(self) -> list[str]:
         while True:

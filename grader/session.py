@@ -655,7 +655,24 @@ def _loop_record(held_s: float, cand: list[dict], twin: list[dict]) -> dict:
             **{f"{who}_{what}_ms": med(rows, key) for who, rows in (("cand", cand), ("twin", twin))
                for what, key in (("round_trip", "parent_ms"), ("span", "span_ms"), ("device", "ms"))},
             "cand_parts_ms": parts(cand), "twin_parts_ms": parts(twin),
+            "cand_window_parts_ms": window_parts(cand), "twin_window_parts_ms": window_parts(twin),
             "stalled": sum(bool(r.get("stalled")) for r in cand + twin)}
+
+
+def window_parts(rows: list[dict]) -> list | None:
+    """Where the parent's device windows of a loop's timed calls went (ms, the median over the calls): until the
+    worker saw its gate open, until it saw the end event, its synchronises, and until the parent had its "done".
+    From the parent's opening and "done" (`window_ns`) and the worker's marks between (`marks_ns`), on the clock
+    every process of the host shares; a diagnostic for the acceptance, never a verdict (a worker's marks are its
+    word)."""
+    got = []
+    for r in rows:
+        window, marks = r.get("window_ns"), r.get("marks_ns")
+        if isinstance(window, list) and isinstance(marks, list) and len(window) == 2 and len(marks) == 3 \
+                and all(isinstance(t, int) for t in window + marks):
+            edges = [window[0], *marks, window[1]]
+            got.append([(b - a) / 1e6 for a, b in zip(edges, edges[1:])])
+    return [round(median([g[i] for g in got]), 4) for i in range(4)] if got else None
 
 
 WINDOW_SLACK_MS = 0.05

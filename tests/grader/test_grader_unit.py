@@ -851,6 +851,27 @@ def test_a_told_call_waits_behind_its_gate_until_the_parent_opens_it_and_its_dev
         assert 0 < ms + gap_ms <= window_ms + 0.05, (ms, gap_ms, window_ms)
         assert torch.equal(out, a * 2)
         assert not clock.gate.closed
+        # the window's marks on the clock every process shares: the gate seen open after the parent opened it, then
+        # the end event, then the synchronise, all before "done"
+        seen, end, synced = (t / 1e9 for t in clock.marks_ns)
+        assert marks["open"] <= seen <= end <= synced <= marks["done"], (clock.marks_ns, marks)
+    clock.time_call(lambda: a * 3, ())
+    assert clock.marks_ns is None  # an untold call has no window to break down
+
+
+def test_a_device_window_is_broken_down_from_the_parents_edges_and_the_workers_marks():
+    """`session.window_parts`: per timed call, the parent's opening and "done" (`window_ns`) around the worker's
+    marks (`marks_ns`) give four parts, whose medians over the calls make the loop's record; a reply without both
+    (an untold call, a CPU reply, a malformed one) is left out."""
+    from grader.session import window_parts
+
+    rows = [{"window_ns": [0, 1_500_000], "marks_ns": [100_000, 300_000, 400_000]},
+            {"window_ns": [10_000_000, 11_700_000], "marks_ns": [10_200_000, 10_400_000, 10_500_000]},
+            {"window_ns": [0, 1_000_000], "marks_ns": [0, 0, 0]},
+            {"window_ns": [0, 2_000_000], "marks_ns": None}, {"marks_ns": [1, 2, 3]},
+            {"window_ns": [0, 1], "marks_ns": [1.5, 2, 3]}]
+    assert window_parts(rows) == [0.1, 0.2, 0.1, 1.1]
+    assert window_parts([{"marks_ns": None}]) is None
 
 
 @pytest.mark.gpu
