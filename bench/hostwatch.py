@@ -101,13 +101,10 @@ class HostWatch:
         rows = [s for s in self.samples if t_from <= s["t"] <= t_to]
         if not rows:
             return [f"  {label}\tno samples"]
+        from grader.timing import quantile as q
+
         cores = os.cpu_count() or 1
-        late = sorted(x for s in rows for x in s["late_ms"])
-
-        def q(xs: list[float], p: float) -> float:
-            xs = sorted(xs)
-            return xs[min(len(xs) - 1, int(p * len(xs)))]
-
+        late = [x for s in rows for x in s["late_ms"]]
         busy = [s["busy"] for s in rows]
         parent = [s["parent_cores"] for s in rows]
         run = [float(s["runnable"]) for s in rows]
