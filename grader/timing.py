@@ -65,7 +65,10 @@ class DeviceClock:
 
         self.cuda = device.startswith("cuda")
         self._perf_ns = time.perf_counter_ns
-        self.marks_ns: tuple[int, int, int] | None = None  # the last gated call's (`time_call`)
+        # The last told call's marks (`time_call`), written in place: the worker's state check holds the clock's
+        # every attribute to the object it was (`make_integrity_check`'s strict owners), so a new tuple per call
+        # would read as tampering (H200 run 60 flagged every GPU grade so). [told, gate seen open, end, synced].
+        self._marks = [False, 0, 0, 0]
         # Bound now, at the C level or to functions that look nothing up: a candidate that later replaces
         # torch.cuda.synchronize, Tensor.zero_ or Event.record reaches none of them (GRADER.md, the call
         # boundary). The events are made once; a call re-records them.
@@ -90,6 +93,15 @@ class DeviceClock:
         """Bytes of persisting L2 reserved beyond the baseline, or of access-policy window on `stream`,
         since the last look (0 = none); undone."""
         return self._l2.take(stream) if self._l2 is not None else 0
+
+    def _note_marks(self, told: bool, seen: int, end: int, synced: int) -> None:
+        m = self._marks
+        m[0], m[1], m[2], m[3] = told, seen, end, synced
+
+    def marks_ns(self) -> tuple[int, int, int] | None:
+        """The last call's (gate seen open, end seen, synced), or None when it was not a told, gated call."""
+        m = self._marks
+        return (m[1], m[2], m[3]) if m[0] else None
 
     def time_call(self, fn, args, flush: bool = True, snapshot=None, settle=None, gated: bool = False,
                   announce=None) -> tuple[object, object, float, float, float]:
@@ -153,7 +165,7 @@ class DeviceClock:
         t_synced = self._perf_ns()
         # where the parent's device window went, on the clock every process shares (CLOCK_MONOTONIC): the gate
         # seen open, the end event seen, the device synchronised; for the acceptance's breakdown, never a verdict
-        self.marks_ns = (t_seen, t_end, t_synced) if told and gate is not None else None
+        self._note_marks(told and gate is not None, t_seen, t_end, t_synced)
         host = (t_synced - t0) / 1e6
         if gate is not None:
             gate.closed = False  # the device has passed the wait, whoever opened it

@@ -631,7 +631,7 @@ class Worker:
         return {"ok": True, "idx": idx, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms, "meta": meta, "launches": launched,
                 "own_output": own_output, "foreign_stream": sorted(_counts(_foreign)),
                 "l2_persisting_bytes": l2_persisting,
-                "span_ms": (_now() - t_begin) / 1e6, "_state_checked": True, "marks_ns": self.clock.marks_ns,
+                "span_ms": (_now() - t_begin) / 1e6, "_state_checked": True, "marks_ns": self.clock.marks_ns(),
                 # where the worker's span went (ms): park a thread, draw inputs, the timed call (host), the
                 # interpreter check, the rest (launch counts, L2, the output's metadata)
                 "parts_ms": [(t_parked - t_begin) / 1e6, (t_ready - t_parked) / 1e6, (t_timed - t_ready) / 1e6,

@@ -826,7 +826,10 @@ def test_a_told_call_waits_behind_its_gate_until_the_parent_opens_it_and_its_dev
 
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
+    from grader.worker import make_integrity_check
+
     clock, word = _armed_clock()
+    tampered = make_integrity_check([], strict=[clock])  # the worker holds its clock so, after every call
     page = mmap.mmap(os.dup(word.fd), mmap.PAGESIZE)
     said, marks = [], {}
 
@@ -853,10 +856,26 @@ def test_a_told_call_waits_behind_its_gate_until_the_parent_opens_it_and_its_dev
         assert not clock.gate.closed
         # the window's marks on the clock every process shares: the gate seen open after the parent opened it, then
         # the end event, then the synchronise, all before "done"
-        seen, end, synced = (t / 1e9 for t in clock.marks_ns)
-        assert marks["open"] <= seen <= end <= synced <= marks["done"], (clock.marks_ns, marks)
+        seen, end, synced = (t / 1e9 for t in clock.marks_ns())
+        assert marks["open"] <= seen <= end <= synced <= marks["done"], (clock.marks_ns(), marks)
+        assert tampered() == []  # a call's own bookkeeping is no tampering (H200 run 60 flagged every grade so)
     clock.time_call(lambda: a * 3, ())
-    assert clock.marks_ns is None  # an untold call has no window to break down
+    assert clock.marks_ns() is None  # an untold call has no window to break down
+    assert tampered() == []
+
+
+def test_a_clocks_marks_are_written_in_place_where_the_workers_state_check_holds_every_attribute():
+    from grader.timing import DeviceClock
+    from grader.worker import make_integrity_check
+
+    clock = DeviceClock("cpu")
+    tampered = make_integrity_check([], strict=[clock])
+    clock._note_marks(True, 1, 2, 3)
+    assert clock.marks_ns() == (1, 2, 3) and tampered() == []
+    clock._note_marks(False, 4, 5, 6)
+    assert clock.marks_ns() is None and tampered() == []
+    clock.cuda = not clock.cuda  # the check itself sees an attribute that is another object now
+    assert tampered() == ["DeviceClock.cuda"]
 
 
 def test_a_device_window_is_broken_down_from_the_parents_edges_and_the_workers_marks():
