@@ -676,23 +676,32 @@ def test_a_long_timing_loop_gives_way_to_waiting_check_work_and_takes_its_place_
 def test_timing_stops_early_only_when_the_whole_interval_lies_below_the_clip():
     """After `clip_reps` pairs, a size whose ~95% interval lies wholly below the clip's lower end (by the margin)
     is done: its clipped speedup cannot change. One pair near the clip, a candidate above the clip, or fewer pairs
-    go on; a narrow interval ends the loop only after `min_reps`."""
+    go on; a narrow interval ends the loop only after `min_reps`. The stop needs the size's fastest check call
+    beyond the clip as well (`clip_witnessed`): without it, pairs all beyond the clip go on."""
     import math as _math
     import time as _time
     from types import SimpleNamespace
 
     from grader.contract import SPEEDUP_CLIP
-    from grader.session import CLIP_MARGIN_LOG2, Effort, _enough, beyond_clip
+    from grader.session import CLIP_MARGIN_LOG2, Effort, _enough, beyond_clip, clip_witnessed
 
     low = _math.log2(SPEEDUP_CLIP[0]) - CLIP_MARGIN_LOG2
     assert beyond_clip((low - 3, low - 0.01)) and not beyond_clip((low - 3, low + 0.01))
     g = SimpleNamespace(effort=Effort(), window=None, gave_way_s=0.0, window_held_s=0.0)
     now = _time.monotonic()
-    assert not _enough(g, [low - 3] * 4, now)
-    assert _enough(g, [low - 3] * 5, now)
-    assert not _enough(g, [low - 3] * 4 + [low + 0.2], now)  # with five pairs the interval is min..max
-    assert not _enough(g, [6.0] * 5, now)  # far above the clip: timed in full (a late charge may yet lower it)
-    assert not _enough(g, [0.5] * 19, now) and _enough(g, [0.5] * 20, now)
+    assert not _enough(g, [low - 3] * 4, now, True)
+    assert _enough(g, [low - 3] * 5, now, True)
+    assert not _enough(g, [low - 3] * 5, now, False)  # pairs let through their gates are no witness by themselves
+    assert not _enough(g, [low - 3] * 4 + [low + 0.2], now, True)  # with five pairs the interval is min..max
+    assert not _enough(g, [6.0] * 5, now, True)  # far above the clip: timed in full (a late charge may yet lower it)
+    assert not _enough(g, [0.5] * 19, now, False) and _enough(g, [0.5] * 20, now, False)
+    # the witness: the fastest check call against the twin's median so far, by the same margin as the pairs
+    twin = [0.05, 0.051, 0.049]
+    edge = 0.05 * 2 ** -low  # the check call's ms at the margin's edge
+    assert clip_witnessed(edge * 1.01, twin) and not clip_witnessed(edge * 0.99, twin)
+    assert not clip_witnessed(0.25, twin)  # run 61: an honest kernel 0.25 ms at the size, its let-through pairs at 17
+    assert clip_witnessed(19.5, [0.0357])  # a candidate slow by design (runs 52-53: 19.5 ms pairs), its check calls too
+    assert not clip_witnessed(50.0, []) and not clip_witnessed(0.0, twin)  # no twin timed yet, no check call
 
 
 def test_one_pair_ends_a_size_only_slow_clean_and_far_past_the_clip():
