@@ -74,8 +74,10 @@ def pct(xs: list[float], q: float) -> float:
 
 
 SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
-            "reference_first", "output_arena", "split_window", "slow_loops", "check_windows", "device_first")
-"""The parts of the grader `--without` can switch off (each a `GraderService` argument)."""
+            "reference_first", "output_arena", "split_window", "slow_loops", "check_windows", "device_first",
+            "build_ahead")
+"""The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
+builders, on the service's default)."""
 
 
 def _clip_stopped(r: GradeResult) -> list:
@@ -194,6 +196,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     if timed:  # the grades that ran the whole protocol: what a kept expert or reference costs shows here
         lines.append(f"  phase medians of {len(timed)} fully timed grades (s)\t" + ", ".join(
             f"{k} {statistics.median(r.phase_seconds.get(k, 0.0) for r in timed):.2f}" for k in sorted(phases)))
+    lines.extend(build_lines(all_results))
     via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
     lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
     for layer in ("launch_gate", "output_arena", "own_root", "pid_ns", "ipc_ns"):  # what this host gave the candidates
@@ -213,6 +216,24 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         if watched:
             lines.extend(watch_lines(watched))
     return "\n".join(lines)
+
+
+def build_lines(results: list[GradeResult]) -> list[str]:
+    """Extensions built ahead of their grades (grader.buildahead), and what the grades' own loads compiled."""
+    ext = [r.sandbox["ext_cache"] for r in results if isinstance(r.sandbox.get("ext_cache"), dict)]
+    ahead = [e["ahead"] for e in ext if isinstance(e.get("ahead"), dict)]
+    out = []
+    if ahead:
+        took = [a.get("s", 0.0) for a in ahead]
+        out.append(f"  builds ahead	{len(ahead)}: " + ", ".join(
+            f"{k} {n}" for k, n in collections.Counter(str(a.get("outcome"))[:60] for a in ahead).most_common())
+            + f"; {sum(took):.0f} s in all (median {statistics.median(took):.1f}, max {max(took):.1f}); queued for a "
+            f"builder median {statistics.median(a.get('queued_s', 0.0) for a in ahead):.1f} s")
+    if ext:
+        out.append("  the grades' own loads	" + ", ".join(
+            f"{k} {sum(e.get(k, 0) for e in ext)}" for k in ("served", "replayed", "built", "filed"))
+            + f" (of {len(ext)} loads offered the cache)")
+    return out
 
 
 def corpus_lines(graded: dict[str, list[GradeResult]], meta: dict[str, dict]) -> list[str]:
@@ -380,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
     # The service and the baseline each build extensions into an empty cache of their own: neither is served
     # what the other compiled (within a round every attempt is another program anyway).
     with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards,
-                       compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"), **switches) as svc:
+                       compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"),
+                       **dict(switches, build_ahead=None if switches["build_ahead"] else 0)) as svc:
         env = dict(environment(svc), switches=switches)
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
@@ -498,7 +520,7 @@ def fresh_baseline(reqs: list[GradeRequest], extra_cards: list, device: str, bud
     done, statuses = 0, collections.Counter()
     with open(out / "grades_fresh.jsonl", "w") as f, \
             GraderService(mode="fresh", workers=1, device=device, catalogue_extra=extra_cards,
-                          compile_cache=tempfile.mkdtemp(prefix="kerneltraj-fresh-ext-")) as svc:
+                          compile_cache=tempfile.mkdtemp(prefix="kerneltraj-fresh-ext-"), build_ahead=0) as svc:
         t0 = time.perf_counter()
         boot = t0 - t_boot
         for req in reqs:

@@ -24,6 +24,11 @@ Entries are checked on every use: an HMAC (key from a parent-only secret file) o
 binds the entry to its key and its bytes' sha256, so an entry copied under another key, edited,
 or corrupted on disk is deleted and the attempt compiles again; nothing unverified is served.
 
+A build that failed with the compiler's own verdict is kept too, as a failure entry under the same kind of key
+(`conclusive_failure`): the next load of the same material by the same program raises that verdict again instead
+of compiling for a minute (grader.buildahead builds attempts ahead of their grades, and seven of twelve CUDA-L1
+builds fail). The same argument holds: a program that lies about its own failure can only floor itself.
+
 Standard library and torch only (torch imported lazily): this runs on the bare GPU workers.
 """
 from __future__ import annotations
@@ -50,6 +55,9 @@ DEFAULT_MAX_BYTES = 8 << 30
 """Cache size at which the oldest entries are evicted."""
 _MODULE_FILE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,120}\.so$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
+FAILURE_FILE = "failure.txt"
+"""The file of a failure entry: what the compiler said (`_build_error`'s summary)."""
+MAX_FAILURE_BYTES = 4096
 _NOT_MATERIAL = {"verbose", "build_directory"}
 """load/load_inline arguments that do not change what is built (where and how loudly)."""
 
@@ -173,9 +181,13 @@ class Entry:
     material_sha256: str
     """sha256 of the canonical build material, recomputed by the parent from the material itself."""
     module_file: str
-    """File name of the extension binary (`<module name>.so`)."""
+    """File name of the extension binary (`<module name>.so`), or `FAILURE_FILE` for a failure entry."""
     path: Path
     """Directory of the entry."""
+
+    @property
+    def failure(self) -> bool:
+        return self.module_file == FAILURE_FILE
 
 
 class CompileCache:
@@ -227,7 +239,7 @@ class CompileCache:
             m = doc["manifest"]
             ok = (hmac.compare_digest(str(doc["mac"]), self._mac(m)) and m["format"] == CACHE_FORMAT
                   and m["key"] == key and m["binding"] == bind and m["material_sha256"] == material_sha256
-                  and _MODULE_FILE.match(m["module_file"])
+                  and (_MODULE_FILE.match(m["module_file"]) or m["module_file"] == FAILURE_FILE)
                   and sha256_hex((path / m["module_file"]).read_bytes()) == m["sha256"])
         except (OSError, ValueError, KeyError, TypeError):
             ok = False
@@ -237,9 +249,13 @@ class CompileCache:
         return Entry(key, material_sha256, m["module_file"], path)
 
     def store(self, bind: str, material: dict[str, Any], module_file: str, data: bytes) -> Entry | None:
-        """File a build under (binding, sha256 of `material`); None when refused. Atomic: a reader
-        sees the whole entry or none, and a concurrent store of the same key keeps the first."""
-        if not _HEX64.match(bind) or not _MODULE_FILE.match(module_file) or not 0 < len(data) <= MAX_ENTRY_BYTES:
+        """File a build (or, as `FAILURE_FILE`, a conclusive failure's text) under (binding, sha256 of `material`);
+        None when refused. Atomic: a reader sees the whole entry or none, and a concurrent store of the same key
+        keeps the first."""
+        failure = module_file == FAILURE_FILE
+        if not _HEX64.match(bind) or not (failure or _MODULE_FILE.match(module_file)) \
+                or not 0 < len(data) <= (MAX_FAILURE_BYTES if failure else MAX_ENTRY_BYTES) \
+                or (failure and not conclusive_failure(data.decode("utf-8", "replace"))):
             return None
         mat = _canonical(material)
         msha = sha256_hex(mat)
@@ -264,13 +280,14 @@ class CompileCache:
         return [e for e in (self.lookup(bind, n) for n in names) if e is not None]
 
     def offer(self, module_source: str, env: BuildEnv) -> tuple[list[dict[str, Any]], bytes]:
-        """Copies of every verified entry this exact program may use, packed for the wire."""
+        """Copies of every verified entry this exact program may use (builds and failures), packed for the wire."""
         items = [({"material_sha256": e.material_sha256, "module_file": e.module_file},
                   (e.path / e.module_file).read_bytes()) for e in self.entries(binding(module_source, env))]
         return pack(items)
 
     def accept(self, module_source: str, env: BuildEnv, index: list[dict[str, Any]], payload: bytes) -> list[Entry]:
-        """File a worker's reported builds under the binding of the program the parent sent it.
+        """File a worker's reported builds and conclusive failures under the binding of the program the parent sent
+        it.
 
         Digests the worker states are ignored: the parent recomputes the material's sha256."""
         bind = binding(module_source, env)
@@ -322,14 +339,22 @@ class ExtensionHook:
 
     def __init__(self, scratch: str | Path, offered_index: list[dict[str, Any]] = (), offered_payload: bytes = b""):
         self.scratch = Path(scratch)
-        self.offered = {m["material_sha256"]: (m["module_file"], data)
-                        for m, data in unpack(list(offered_index), offered_payload)
-                        if _HEX64.match(str(m.get("material_sha256")))
-                        and _MODULE_FILE.match(str(m.get("module_file")))}
+        offered = [(m, data) for m, data in unpack(list(offered_index), offered_payload)
+                   if _HEX64.match(str(m.get("material_sha256")))]
+        self.offered = {m["material_sha256"]: (m["module_file"], data) for m, data in offered
+                        if _MODULE_FILE.match(str(m.get("module_file")))}
+        self.offered_failures = {m["material_sha256"]: data.decode("utf-8", "replace") for m, data in offered
+                                 if m.get("module_file") == FAILURE_FILE}
+        """Material digests whose build failed before (ahead of this grade, or in an earlier one): the compiler's
+        verdict, raised again instead of compiling."""
         self.built: list[tuple[dict[str, Any], str]] = []
         """(material, path of the built binary) of every build this worker ran."""
         self.served: list[str] = []
         """Material digests served from the offer instead of compiled."""
+        self.replayed: list[str] = []
+        """Material digests whose offered failure was raised again instead of compiling."""
+        self.failures: list[tuple[dict[str, Any], str]] = []
+        """(material, what the compiler said) of each build here that failed conclusively, for the parent."""
         self.failed: list[str] = []
         """The last lines of each build that raised (the candidate's code may catch it and fall back to the
         library, which the own-kernel rule then floors: the grade says why its kernel never ran)."""
@@ -375,10 +400,19 @@ class ExtensionHook:
             path.write_bytes(data)
             self.served.append(digest)
             return _import_extension(path)
+        if digest in self.offered_failures:
+            text = self.offered_failures[digest]
+            self.replayed.append(digest)
+            self.failed.append(text)
+            raise RuntimeError(f"Error building extension (the same sources failed to build before, ahead of this "
+                               f"grade or in an earlier one): {text}")
         try:
             mod = orig(*args, **kwargs)
         except BaseException as e:
-            self.failed.append(_build_error(f"{type(e).__name__}: {e}"))
+            text = f"{type(e).__name__}: {e}"
+            self.failed.append(_build_error(text))
+            if conclusive_failure(text):
+                self.failures.append((material, _build_error(text)))
             raise
         path = getattr(mod, "__file__", None)
         if isinstance(path, str) and _MODULE_FILE.match(os.path.basename(path)):
@@ -386,14 +420,32 @@ class ExtensionHook:
         return mod
 
     def report(self) -> tuple[list[dict[str, Any]], bytes]:
-        """This worker's builds, packed for the parent's `accept`."""
+        """This worker's builds and conclusive failures, packed for the parent's `accept`."""
         items = []
         for material, path in self.built:
             try:
                 items.append(({"material": material, "module_file": os.path.basename(path)}, Path(path).read_bytes()))
             except OSError:
                 continue
+        for material, text in self.failures:
+            items.append(({"material": material, "module_file": FAILURE_FILE},
+                          text.encode("utf-8", "replace")[:MAX_FAILURE_BYTES]))
         return pack(items)
+
+
+_VERDICT = re.compile(r"(:\d+(:\d+)?: (fatal )?error|\(\d+\): (catastrophic )?error)( [A-Z]?\d+)?:")
+"""A compiler's verdict on a line of a source: `main.cpp:77:1: error:` (gcc, clang), `cuda.cu(185): error:` (nvcc)."""
+_NOT_THE_SOURCES = re.compile(r"killed|signal|out of memory|memory exhausted|cannot allocate|no space left|"
+                              r"resource temporarily|timed? ?out|interrupt|permission denied|no such file",
+                              re.IGNORECASE)
+
+
+def conclusive_failure(text: str) -> bool:
+    """Whether a failed build's output holds the compiler's verdict on a line of the sources (`_VERDICT`), and
+    nothing that says the host failed it (killed, out of memory or disk, timed out, a missing tool): only such a
+    failure is kept and raised again for the same material, since the same sources and flags fail the same way."""
+    lines = [ln for ln in str(text).splitlines() if ln.strip()]
+    return any(_VERDICT.search(ln) for ln in lines) and not any(_NOT_THE_SOURCES.search(ln) for ln in lines)
 
 
 def _build_error(text: str, limit: int = 800) -> str:

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 
 _CONFIG_VAR = "KERNELTRAJ_CONFINE"
@@ -30,40 +31,72 @@ class Confined:
     sandbox: dict
     """The sandbox layers it ran under (what `sandbox.enter` recorded), {} when it never got there."""
     timed_out: bool = False
+    overflowed: bool = False
+    """It wrote more than `output_cap` bytes to stdout or stderr: it was killed there, and the rest is lost."""
 
 
 def run_confined(program: str, stdin: bytes, timeout_s: float, *, memory_mb: int = 8192, fsize_mb: int = 16,
-                 nproc: int = 64) -> Confined:
+                 nproc: int = 64, tmp_mb: int = 512, hide_extra: list[str] = (), preload: list[str] = (),
+                 output_cap: int = 64 << 20) -> Confined:
     """Run `program` (Python source) in a sandboxed CPU-only child fed `stdin`; never raises for what
-    the program does. Every process it leaves is killed before this returns."""
+    the program does. Every process it leaves is killed before this returns. `preload`: modules of the grader's
+    the program may import (imported before the sandbox hides the checkout). `output_cap`: the most bytes kept of
+    its stdout and of its stderr; a program that writes more is killed (corpus code must not fill our memory)."""
     from grader import launcher, sandbox
 
     uid, lock = launcher.claim_uid() if os.geteuid() == 0 else (None, None)
     env = dict(launcher.base_env("cpu"), CUDA_VISIBLE_DEVICES="")
-    config = {"program": program, "hide": launcher.sealed_paths(), "reveal": launcher.revealed_paths(),
-              "uid": uid, "memory_mb": memory_mb, "fsize_mb": fsize_mb, "nproc": nproc}
+    config = {"program": program, "hide": launcher.sealed_paths(list(hide_extra)), "reveal": launcher.revealed_paths(),
+              "uid": uid, "memory_mb": memory_mb, "fsize_mb": fsize_mb, "nproc": nproc, "tmp_mb": tmp_mb,
+              "preload": [m for m in preload if m.startswith("grader.")]}
     env[_CONFIG_VAR] = json.dumps(config)
     proc = subprocess.Popen([sys.executable, "-m", "grader.confine"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True)
+    streams = {"out": bytearray(), "err": bytearray()}
+    overflowed = threading.Event()
+
+    def drain(name: str, pipe) -> None:
+        keep = streams[name]
+        while chunk := pipe.read1(1 << 20):
+            if len(keep) + len(chunk) > output_cap:
+                overflowed.set()
+                _kill_group(proc.pid)
+                return
+            keep += chunk
+
+    def feed() -> None:
+        try:
+            proc.stdin.write(stdin)
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):  # it ended, or closed its stdin, before reading it all
+            pass
+
+    readers = [threading.Thread(target=drain, args=(name, pipe), daemon=True)
+               for name, pipe in (("out", proc.stdout), ("err", proc.stderr))]
+    for t in [*readers, threading.Thread(target=feed, daemon=True)]:  # a child that reads nothing blocks no one
+        t.start()
     timed_out = False
     try:
-        out, err = proc.communicate(stdin, timeout=timeout_s)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(proc.pid)
-        out, err = proc.communicate()
+        proc.wait()
     finally:
         _kill_group(proc.pid)
         if uid is not None:
             sandbox.kill_uid(uid)
         if lock is not None:
             os.close(lock)
+    for t in readers:
+        t.join(timeout=30)
+    out, err = bytes(streams["out"]), bytes(streams["err"])
     layers, _, err = err.partition(b"\n") if err.startswith(b"{") else (b"{}", b"", err)
     try:
         layers = json.loads(layers)
     except ValueError:
         layers = {}
-    return Confined(proc.returncode, out, err, layers, timed_out)
+    return Confined(proc.returncode, out, err, layers, timed_out, overflowed.is_set())
 
 
 def _kill_group(pgid: int) -> None:
@@ -80,12 +113,17 @@ def _child() -> None:
     from grader.zygote import leave, relay_ns_child, settle_in  # imported now: the checkout is hidden in the sandbox
 
     config = json.loads(os.environ.pop(_CONFIG_VAR))
+    import importlib
+
+    for name in config.get("preload", []):
+        importlib.import_module(name)
     namespaces = sandbox.PidNamespaces()
     relay_ns_child(None, namespaces)
-    layers = sandbox.enter(hide=config["hide"], reveal=config["reveal"], tmp_mb=512, uid=config["uid"],
+    tmp_mb = config.get("tmp_mb", 512)
+    layers = sandbox.enter(hide=config["hide"], reveal=config["reveal"], tmp_mb=tmp_mb, uid=config["uid"],
                            nproc=config["nproc"], nofile=256, fsize_mb=config["fsize_mb"],
                            address_space_mb=config["memory_mb"], pid_ns_off=namespaces.off,
-                           own_root_off=sandbox.probe_own_root(config["hide"], config["reveal"], 512))
+                           own_root_off=sandbox.probe_own_root(config["hide"], config["reveal"], tmp_mb))
     sys.stderr.write(json.dumps(layers) + "\n")  # the first line of stderr: what it runs under
     sys.stderr.flush()
     scratch = layers["scratch"] if layers["scratch"] != "off" else None

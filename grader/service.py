@@ -52,7 +52,7 @@ class GraderService:
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
-                 check_windows: bool = True, device_first: bool = True):
+                 check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows` (`Effort`),
@@ -60,7 +60,9 @@ class GraderService:
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
         builds shared across attempts of one program (grader.compile_cache), `off`, or None for a per-uid one
-        under the temp dir (the pipeline passes KERNELTRAJ_COMPILE_CACHE from its settings)."""
+        under the temp dir (the pipeline passes KERNELTRAJ_COMPILE_CACHE from its settings). `build_ahead`: builders
+        that compile attempts' extensions off the slots before their grades (grader.buildahead); None for
+        `default_builders`, 0 for none (each compiles in its slot; always so without the cache)."""
         self.device = pick_device(device)
         self.task_affinity = task_affinity
         self._switch_interval = sys.getswitchinterval()
@@ -82,6 +84,12 @@ class GraderService:
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
                                           split_window=split_window, slow_loops=slow_loops, check_windows=check_windows)
         cuda = self.device.startswith("cuda")
+        # Builders see no device: the arch list torch would pick from it is set for them and the workers alike.
+        from grader import buildahead
+
+        self._arch_env = os.environ.get("TORCH_CUDA_ARCH_LIST")
+        if cuda and not self._arch_env:
+            os.environ["TORCH_CUDA_ARCH_LIST"] = buildahead.arch_list(self.device)
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)
         self.device_name = self.fingerprint.get("gpu_name") or (_cuda_name() if cuda else "cpu")
@@ -96,7 +104,12 @@ class GraderService:
                 warnings.warn(f"extension compile cache off: {e}", RuntimeWarning, stacklevel=2)
         self.build_env = BuildEnv.local(self.device) if self.ext_cache is not None else None
         cache_dirs = [str(self.ext_cache.root)] if self.ext_cache is not None else []
-        hide = sealed_paths((hide_extra or []) + (catalogue_extra or []) + cache_dirs)
+        self._hide_extra = (hide_extra or []) + (catalogue_extra or []) + cache_dirs
+        hide = sealed_paths(self._hide_extra)
+        self.builders = 0 if self.ext_cache is None else (
+            buildahead.default_builders(self.device) if build_ahead is None else max(0, build_ahead))
+        self._address_space_mb = address_space_mb or 16384
+        self._ahead: dict[int, dict] = {}  # id(request) -> its build ahead's record, until a slot takes it
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena)
@@ -118,6 +131,8 @@ class GraderService:
 
     def close(self) -> None:
         sys.setswitchinterval(self._switch_interval)
+        if self._arch_env is None:
+            os.environ.pop("TORCH_CUDA_ARCH_LIST", None)
         import torch
 
         torch.set_num_threads(self._torch_threads)
@@ -143,21 +158,59 @@ class GraderService:
 
     def grade(self, requests: Iterable[GradeRequest],
               on_result: Callable[[GradeResult], None] | None = None) -> Iterator[GradeResult]:
-        """Grade every request; yields exactly one result per request, in completion order."""
-        todo = _Queue(requests, self.task_affinity)
+        """Grade every request; yields exactly one result per request, in completion order. An attempt that may
+        build an extension is built ahead by the builders first (grader.buildahead), and waits for a slot until
+        then."""
+        requests = list(requests)
+        ahead = self._to_build(requests)
+        todo = _Queue(requests, self.task_affinity, held={id(r) for r, _ in ahead})
         n = len(todo)
+        builders = None
+        if ahead:
+            from grader.buildahead import Builders
+
+            def built(req: GradeRequest, record: dict) -> None:
+                self._ahead[id(req)] = record
+                todo.release(req)
+
+            builders = Builders(min(self.builders, len(ahead)), self.ext_cache, self.build_env, built,
+                                hide_extra=self._hide_extra, address_space_mb=self._address_space_mb)
+            for req, source in ahead:
+                builders.submit(req, source, req.timeout_s)
         done: queue.Queue = queue.Queue()
         threads = [threading.Thread(target=self._run_slot, args=(slot, todo, done), daemon=True)
                    for slot in self.slots[:max(1, min(len(self.slots), n))]]
         for t in threads:
             t.start()
-        for _ in range(n):
-            result = done.get()
-            if on_result:
-                on_result(result)
-            yield result
-        for t in threads:
-            t.join()
+        try:
+            for _ in range(n):
+                result = done.get()
+                if on_result:
+                    on_result(result)
+                yield result
+            for t in threads:
+                t.join()
+        finally:
+            if builders is not None:
+                builders.close()
+
+    def _to_build(self, requests: list[GradeRequest]) -> list[tuple[GradeRequest, str]]:
+        """The requests to build ahead, each with the module text its worker will load."""
+        if not self.builders:
+            return []
+        from grader.buildahead import wants_build
+        from grader.session import Floor, loaded_source
+
+        out = []
+        for req in requests:
+            card = self.catalogue.get(req.task_id)
+            if card is None or not wants_build(req.source, req.language, self.device):
+                continue
+            try:
+                out.append((req, loaded_source(req, card)[0]))
+            except Floor:  # the grade floors it before any load
+                continue
+        return out
 
     def grade_one(self, req: GradeRequest) -> GradeResult:
         return next(iter(self.grade([req])))
@@ -181,7 +234,7 @@ class GraderService:
                                        fingerprint=self.fingerprint, fingerprint_id=self.fingerprint_id,
                                        device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort,
                                        ext_cache=self.ext_cache, build_env=self.build_env,
-                                       watch=self.watch, roles=self.roles))
+                                       watch=self.watch, roles=self.roles, ahead=self._ahead.pop(id(req), None)))
             except Exception as e:  # noqa: BLE001 - a grader bug ends this attempt as infra_error, never lost
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))
@@ -200,31 +253,50 @@ class _Queue:
     there is one, else the oldest request: its kept expert twin and reference worker (a device context
     each, seconds to start) then serve that task again instead of being replaced by another task's.
     CUDA requests go first, each in its arrival order: their extension builds take 30-80 s of CPU each, and
-    started last they were what ended a round (H200 run 40: the device lock idle 54 s of 303)."""
+    started last they were what ended a round (H200 run 40: the device lock idle 54 s of 303). A request being
+    built ahead (`held`, by id) waits outside until `release`, then goes first."""
 
-    def __init__(self, requests: Iterable[GradeRequest], affinity: bool = True):
+    def __init__(self, requests: Iterable[GradeRequest], affinity: bool = True, held: set[int] = frozenset()):
         self._affinity = affinity
         self._by_task: dict[str, collections.deque] = collections.defaultdict(collections.deque)
         self._order: collections.deque = collections.deque()  # one task id per request, in arrival order
-        self._left = 0
+        self._left = self._held = 0
         for req in sorted(requests, key=lambda r: r.language != "cuda"):  # stable: arrival order within each
+            self._left += 1
+            if id(req) in held:
+                self._held += 1
+                continue
             self._by_task[req.task_id].append(req)
             self._order.append(req.task_id)
-            self._left += 1
         self._lock = threading.Lock()
+        self._released = threading.Condition(self._lock)
 
     def __len__(self) -> int:
         return self._left
 
-    def take(self, task_id: str | None) -> GradeRequest | None:
+    def release(self, req: GradeRequest) -> None:
+        """A held request is ready: the next slot to look takes it."""
         with self._lock:
-            if not self._affinity or not self._by_task.get(task_id):
+            self._held -= 1
+            self._by_task[req.task_id].appendleft(req)
+            self._order.appendleft(req.task_id)
+            self._released.notify_all()  # the others look again: the last release may leave none to wait for
+
+    def take(self, task_id: str | None) -> GradeRequest | None:
+        """The next request for a slot that graded `task_id` last; None once none is left, queued or held."""
+        with self._lock:
+            while True:
+                if self._affinity and self._by_task.get(task_id):
+                    break
                 # An entry whose request a slot already took for its task is stale: skip it.
                 while self._order and not self._by_task.get(self._order[0]):
                     self._order.popleft()
-                if not self._order:
+                if self._order:
+                    task_id = self._order.popleft()
+                    break
+                if not self._held:
                     return None
-                task_id = self._order.popleft()
+                self._released.wait()
             self._left -= 1
             return self._by_task[task_id].popleft()
 

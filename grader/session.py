@@ -173,7 +173,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                   fingerprint_id: str, device_name: str, gpu_lock, effort: Effort,
                   ext_cache: compile_cache.CompileCache | None = None,
                   build_env: compile_cache.BuildEnv | None = None, watch=None,
-                  roles: Callable[[], dict[int, str]] = dict) -> GradeResult:
+                  roles: Callable[[], dict[int, str]] = dict, ahead: dict | None = None) -> GradeResult:
+    """`ahead`: what building the attempt's extensions ahead of this grade did (grader.buildahead), for the record."""
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
@@ -222,30 +223,23 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                          else declared_triton_kernels(req.source) if req.language == "triton" else [])
         phases["startup"] = time.perf_counter() - t
         t = time.perf_counter()
-        source, entry = req.source, req.entry_point
-        if entry == "ModelNew":  # a KernelBench-style module: wrap it into run(*inputs)
-            from grader.adapters import kernelbench_candidate_source
-
-            if not card.init_inputs:
-                raise Floor(Status.UNSUPPORTED_ON_BACKEND, Reason.UNSUPPORTED,
-                            f"task {card.task_id} is not a module-style task: its card has no constructor arguments "
-                            "for a ModelNew candidate (entry point `run` expected)")
-            source, entry = kernelbench_candidate_source(source, literal(card.init_inputs)), "run"
+        source, entry = loaded_source(req, card)
         # Only a worker that can neither read nor write the cache (its hello, sent before any
         # candidate code ran, says which layers it entered) is offered entries or heard about builds.
         use = (ext_cache is not None and build_env is not None
                and compile_cache.sealed_from(sandbox_layers, ext_cache.root))
         offer, blob = _offer(ext_cache, source, build_env) if use else ([], b"")
         if ext_cache is not None:  # recorded before the load, so a load that fails or hangs shows it too
-            sandbox_layers = dict(sandbox_layers, ext_cache={"sealed": use, "offered": len(offer)})
+            sandbox_layers = dict(sandbox_layers, ext_cache={"sealed": use, "offered": len(offer),
+                                                             **({"ahead": ahead} if ahead else {})})
         reply, built, _ = _request(conn, {"op": "load", "source": source, "entry_point": entry, "ext_offer": offer},
                                    remaining, blob)
         _check_guards(conn, reply, slot)
-        if not reply.get("ok"):
-            raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
-        if ext_cache is not None:
+        if ext_cache is not None:  # a failed load's conclusive build failures too: a later grade raises them again
             sandbox_layers["ext_cache"].update(_ext_record(ext_cache, source, build_env, use, offer, reply, built))
             g.build_failed = (sandbox_layers["ext_cache"].get("failed") or [""])[0]
+        if not reply.get("ok"):
+            raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
             sr, m = _grade_size(g, size, hidden)
@@ -295,6 +289,21 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         sandbox=sandbox_layers, sharing=req.sharing,
         kernels_launched=sorted(set(g.kernels))[:200] if g is not None else [],
     )
+
+
+def loaded_source(req: GradeRequest, card) -> tuple[str, str]:
+    """The module text a worker loads for `req`, and its entry point: a KernelBench-style module (`ModelNew`) is
+    wrapped into run(*inputs). The extension cache binds its entries to this text (grader.compile_cache), so a build
+    ahead of the grade (grader.buildahead) loads the same."""
+    if req.entry_point != "ModelNew":
+        return req.source, req.entry_point
+    from grader.adapters import kernelbench_candidate_source
+
+    if not card.init_inputs:
+        raise Floor(Status.UNSUPPORTED_ON_BACKEND, Reason.UNSUPPORTED,
+                    f"task {card.task_id} is not a module-style task: its card has no constructor arguments "
+                    "for a ModelNew candidate (entry point `run` expected)")
+    return kernelbench_candidate_source(req.source, literal(card.init_inputs)), "run"
 
 
 @dataclass
@@ -1223,9 +1232,11 @@ def _ext_record(cache: compile_cache.CompileCache, source: str, env, use: bool, 
             filed = 0
     offered = {m.get("material_sha256") for m in offer}
     claimed = reply.get("ext_served") if isinstance(reply.get("ext_served"), list) else []
+    replayed = reply.get("ext_replayed") if isinstance(reply.get("ext_replayed"), list) else []
     failed = [f[:800] for f in reply.get("ext_failed", []) if isinstance(f, str)][:3] \
         if isinstance(reply.get("ext_failed"), list) else []
     return {"served": len({d for d in claimed if isinstance(d, str) and d in offered}),
+            **({"replayed": n} if (n := len({d for d in replayed if isinstance(d, str) and d in offered})) else {}),
             "built": len(reply["ext_built"]) if isinstance(reply.get("ext_built"), list) else 0, "filed": filed,
             **({"failed": failed} if failed else {})}
 

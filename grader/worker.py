@@ -245,7 +245,8 @@ def _hook_outcome(hook) -> dict:
         built, blob = hook.report()
     except Exception:  # noqa: BLE001 - candidate code ran in this interpreter: a broken report is a missed entry
         built, blob = [], b""
-    return {"served": list(hook.served), "failed": [str(f) for f in hook.failed[:3]], "built": built, "blob": blob}
+    return {"served": list(hook.served), "replayed": list(hook.replayed), "failed": [str(f) for f in hook.failed[:3]],
+            "built": built, "blob": blob}
 
 
 def _plain(value, depth: int = 0, _type=type):
@@ -515,9 +516,17 @@ class Worker:
         done = self.runner.run(_hook_outcome, (hook,))
         self.runner.bury(done, hook)
         outcome = _plain(done[0]) if done[1] is None else None
+        if not isinstance(outcome, dict):  # the hook's record was broken: only missed cache entries
+            outcome = {"served": [], "failed": [], "built": [], "blob": b""}
+        ext = {"ext_served": list(outcome.get("served") or []), "ext_replayed": list(outcome.get("replayed") or []),
+               "ext_failed": [_text(f)[:800] for f in (outcome.get("failed") or [])[:3]]}
+        built, blob = outcome.get("built") or [], outcome.get("blob") or b""
+        if built and type(blob) is bytes and len(wire._dumps({"b": built})) <= MAX_EXT_REPORT_HEADER \
+                and len(blob) <= wire.REPLY_PAYLOAD_CAP["load"]:
+            ext.update(ext_built=built, _blob=blob)  # a failed load's too: its conclusive build failures are kept
         if box[1] is not None:
             self.runner.bury(box)
-            return {"ok": False, "error_kind": "compile", "error": _text(box[1][1])}, None
+            return {"ok": False, "error_kind": "compile", "error": _text(box[1][1]), **ext}, None
         if role == "scale":
             self.scale_fn = box[0]
         elif inputs_entry:
@@ -525,15 +534,7 @@ class Worker:
         else:
             self.fn = box[0]
         self.runner.bury(box)
-        if not isinstance(outcome, dict):  # the hook's record was broken: only missed cache entries
-            outcome = {"served": [], "failed": [], "built": [], "blob": b""}
-        reply = {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, "ext_served": list(outcome.get("served") or []),
-                 "ext_failed": [_text(f)[:800] for f in (outcome.get("failed") or [])[:3]]}
-        built, blob = outcome.get("built") or [], outcome.get("blob") or b""
-        if built and type(blob) is bytes and len(wire._dumps({"b": built})) <= MAX_EXT_REPORT_HEADER \
-                and len(blob) <= wire.REPLY_PAYLOAD_CAP["load"]:
-            reply.update(ext_built=built, _blob=blob)
-        return reply, None
+        return {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, **ext}, None
 
     def _snapshot(self, box: list, _type=type):
         """The output's bytes, copied by torch's C methods into a buffer the worker allocated before the

@@ -78,3 +78,22 @@ def test_the_lock_model_runs_its_slots_through_the_real_lock_and_prints_a_row_pe
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()[2:]]
     assert [r[0] for r in rows] == ["run 59", "no check work (the loops alone)"]
     assert all(float(r[3]) > 0 for r in rows), rows  # timed calls a second
+
+
+def test_builds_ahead_and_the_grades_own_loads_are_summarised():
+    """grader.buildahead's records: how each build ahead ended and what it took, beside what the grades' loads were
+    served, raised again or compiled themselves. Run 61's grades (before build-ahead) have loads only."""
+    from bench.gpu_acceptance import build_lines
+
+    rows = [GradeResult.from_json(line) for line in
+            (RUNS / "2026-12-04-h200-run61" / "acc" / "grades.jsonl").read_text().splitlines()]
+    [loads] = build_lines(rows)
+    assert loads.startswith("  the grades' own loads\tserved 0, replayed 0, built ")
+    ahead = [{"s": 48.0, "outcome": "built", "built": 1, "queued_s": 0.0},
+             {"s": 30.0, "outcome": "failed", "failed": 1, "queued_s": 12.0}]
+    for r, a, load in zip(rows[:2], ahead, [{"served": 1}, {"replayed": 1}]):
+        r.sandbox["ext_cache"] = {"sealed": True, "offered": 1, "ahead": a, "built": 0, "filed": 0, **load}
+    first, loads = build_lines(rows[:2])
+    assert first == ("  builds ahead\t2: built 1, failed 1; 78 s in all (median 39.0, max 48.0); queued for a builder "
+                     "median 6.0 s")
+    assert loads == "  the grades' own loads\tserved 1, replayed 1, built 0, filed 0 (of 2 loads offered the cache)"

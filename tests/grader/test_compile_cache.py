@@ -5,6 +5,7 @@ the cache), as grading workers would; the parent side runs in the test process.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -226,15 +227,23 @@ def run(x):
 '''
 
 
+def _service_builds(test):
+    """A test of real builds through a service: slow, and it needs a compiler and root (its workers' own uid)."""
+    for mark in (pytest.mark.skipif(os.geteuid() != 0, reason="without root the worker shares the parent's uid and "
+                                    "files, so the cache stays off"),
+                 pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None,
+                                    reason="no C++ compiler or ninja: torch cannot build extensions here"),
+                 pytest.mark.slow):
+        test = mark(test)
+    return test
+
+
+
 def _entries(root: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("*/*/manifest.json"))
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("c++") is None or shutil.which("ninja") is None,
-                    reason="no C++ compiler or ninja: torch cannot build extensions here")
-@pytest.mark.skipif(os.geteuid() != 0,
-                    reason="without root the worker shares the parent's uid and files, so the cache stays off")
+@_service_builds
 def test_service_serves_a_cached_build_to_the_same_program_only(tmp_path: Path) -> None:
     from grader.contract import GradeRequest, Status
     from grader.service import GraderService
@@ -299,3 +308,111 @@ def test_a_build_that_raises_is_recorded_with_its_last_lines(tmp_path: Path, mon
     # the compiler's verdict, printed before a long failed command line, is what the record keeps
     assert "ninja: build stopped" in hook.failed[0] and "nvcc -c" not in hook.failed[0]
     assert ce.load_inline is broken_load_inline  # the loader is torch's (here: the test's) again
+
+
+# ---- failures kept: a build the compiler refused is refused again without compiling -------------------------
+
+COMPILER_SAID = ("RuntimeError: Error building extension 'ext_a': [1/2] c++ -c main.cpp -o main.o\nFAILED: main.o\n"
+                 "main.cpp:77:1: error: redefinition of 'int pybind11_exec_ext_a(PyObject*)'\nninja: build stopped")
+
+
+def test_only_the_compilers_verdict_on_the_sources_is_a_conclusive_failure() -> None:
+    from grader.compile_cache import conclusive_failure
+
+    assert conclusive_failure(COMPILER_SAID)
+    assert conclusive_failure("cuda.cu(185): error: no suitable conversion function exists\n1 error detected")
+    assert conclusive_failure("main.cpp:57:64: error: expected primary-expression before '>' token")
+    # the host's failures, which another try may not repeat, and failures that name no verdict
+    assert not conclusive_failure("c++: fatal error: Killed signal terminated program cc1plus")
+    assert not conclusive_failure(COMPILER_SAID + "\nmain.cpp: virtual memory exhausted: Cannot allocate memory")
+    assert not conclusive_failure("RuntimeError: Error building extension 'ext_a'\nninja: build stopped")
+    assert not conclusive_failure("subprocess.TimeoutExpired: Command timed out after 600 seconds")
+    assert not conclusive_failure("RuntimeError: CUDA error: no CUDA-capable device is detected")
+
+
+def test_a_failure_is_filed_for_its_own_program_and_raised_again_there_without_compiling(tmp_path: Path,
+                                                                                        monkeypatch) -> None:
+    from torch.utils import cpp_extension as ce
+
+    from grader.compile_cache import FAILURE_FILE, ExtensionHook
+
+    compiles = []
+
+    def refusing_load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                             verbose=False, build_directory=None):
+        compiles.append(name)
+        raise RuntimeError(COMPILER_SAID.removeprefix("RuntimeError: "))
+
+    monkeypatch.setattr(ce, "load_inline", refusing_load_inline)
+    cache = CompileCache(tmp_path / "cache")
+    call = {"name": "ext_a", "cpp_sources": "int f(){return 1;}", "functions": ["f"], "extra_cflags": ["-O3"]}
+    with ExtensionHook(tmp_path / "w1") as first:
+        with pytest.raises(RuntimeError):
+            ce.load_inline(**call)
+    [entry] = cache.accept("program A", ENV, *first.report())
+    assert entry.failure and compiles == ["ext_a"]
+    assert "redefinition of 'int pybind11_exec_ext_a" in (entry.path / FAILURE_FILE).read_text()
+
+    with ExtensionHook(tmp_path / "w2", *cache.offer("program A", ENV)) as second:
+        with pytest.raises(RuntimeError, match="failed to build before.*redefinition"):
+            ce.load_inline(**call)
+        with pytest.raises(RuntimeError):  # other flags are another build: compiled (and refused) for real
+            ce.load_inline(**dict(call, extra_cflags=["-O0"]))
+    assert second.replayed == [entry.material_sha256] and compiles == ["ext_a", "ext_a"]
+    assert "redefinition" in second.failed[0]  # the grade's record says why, as for a build that ran
+    # another program with the same extension is not told of it, and an edited failure is never raised
+    assert cache.offer("program B", ENV) == ([], b"")
+    (entry.path / FAILURE_FILE).write_text(COMPILER_SAID.replace("redefinition", "anything"))
+    assert cache.offer("program A", ENV) == ([], b"")
+
+
+def test_a_failure_without_the_compilers_verdict_is_never_filed(tmp_path: Path) -> None:
+    from grader.compile_cache import FAILURE_FILE
+
+    cache = CompileCache(tmp_path / "cache")
+    killed = b"c++: fatal error: Killed signal terminated program cc1plus"
+    assert cache.accept("program A", ENV, *pack([({"material": MAT_A, "module_file": FAILURE_FILE}, killed)])) == []
+    huge = b"main.cpp:1:1: error: x\n" * 1000
+    assert cache.accept("program A", ENV, *pack([({"material": MAT_A, "module_file": FAILURE_FILE}, huge)])) == []
+
+
+# ---- builds ahead of the grade (grader.buildahead) ----------------------------------------------------------
+
+@_service_builds
+def test_service_builds_ahead_off_the_slot_and_the_grades_compile_nothing(tmp_path: Path) -> None:
+    """A builder compiles each extension module while the one slot grades the module that builds nothing; each
+    grade is then served the binary, or the compiler's verdict raised again, and compiles nothing itself."""
+    from grader.contract import GradeRequest, Reason, Status
+    from grader.service import GraderService
+
+    sources = {"builds": EXT_CANDIDATE.replace("kt_cache_softmax_probe", "kt_ahead_probe"),
+               "refused": EXT_CANDIDATE.replace("kt_cache_softmax_probe", "kt_ahead_refused")
+                                        .replace("return 1.0; }", "return 1.0 }"),
+               "plain": "def run(x):\n    e = (x - x.amax(-1, keepdim=True)).exp()\n"
+                        "    return e / e.sum(-1, keepdim=True)\n"}
+    reqs = [GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=src, language="pytorch",
+                         timeout_s=400.0) for name, src in sources.items()]
+    with GraderService(mode="zygote", workers=1, compile_cache=str(tmp_path / "ext-cache"), build_ahead=1) as svc:
+        results = list(svc.grade(reqs))
+        again = list(svc.grade([dataclasses.replace(r, attempt_id=r.attempt_id + " again") for r in reqs[:2]]))
+    by = {r.attempt_id: r for r in results + again}
+    assert results[0].attempt_id == "plain"  # the slot did not wait for a compiler
+    assert "ahead" not in by["plain"].sandbox.get("ext_cache", {})
+
+    built = by["builds"]
+    assert built.status is Status.CORRECT, built.reason
+    cache = built.sandbox["ext_cache"]
+    assert cache["ahead"]["outcome"] == "built" and cache["ahead"]["built"] == 1, cache
+    assert (cache["offered"], cache["served"], cache["built"], cache["filed"]) == (1, 1, 0, 0), cache
+
+    refused = by["refused"]
+    assert refused.status is Status.COMPILE_ERROR and refused.reason_code is Reason.COMPILE, refused.reason
+    assert "failed to build before" in refused.reason and "error: expected" in refused.reason, refused.reason
+    cache = refused.sandbox["ext_cache"]
+    assert cache["ahead"]["outcome"] == "failed" and cache["ahead"]["failed"] == 1, cache
+    assert (cache["offered"], cache["replayed"], cache["built"]) == (1, 1, 0), cache
+    # a second round: the builder is offered the first one's build and failure, compiles nothing, files nothing
+    for name, outcome in (("builds again", "served"), ("refused again", "replayed")):
+        cache = by[name].sandbox["ext_cache"]
+        assert cache["ahead"]["outcome"] == "in the cache already", cache
+        assert cache[outcome] == 1 and cache["built"] == 0, cache

@@ -982,6 +982,47 @@ def test_requests_that_build_a_cuda_extension_are_handed_out_first():
     assert q.take("b").attempt_id == "c5"  # ... b has none left: the next CUDA request
 
 
+def test_a_request_built_ahead_waits_outside_the_queue_until_released_then_goes_first():
+    """grader.buildahead: a held request is handed to no slot while its build runs; a slot that finds nothing else
+    waits for it (instead of ending), and once released it is the next handed out. When nothing is queued or held, a
+    waiting slot ends."""
+    import threading
+    import time as _time
+
+    from grader.buildahead import wants_build
+    from grader.service import _Queue
+
+    reqs = [GradeRequest(attempt_id=f"r{i}", task_id=t, source="def run(x):\n    return x\n", language="pytorch")
+            for i, t in enumerate("abc")]
+    q = _Queue(reqs, held={id(reqs[1])})
+    assert len(q) == 3 and q.take(None).attempt_id == "r0" and q.take("a").attempt_id == "r2"
+    got, ended = [], []
+
+    def slot():
+        r = q.take("c")
+        got.append(r)
+        if r is not None:
+            ended.append(q.take(r.task_id))
+
+    waiters = [threading.Thread(target=slot) for _ in range(3)]
+    for t in waiters:
+        t.start()
+    _time.sleep(0.2)
+    assert got == [] and all(t.is_alive() for t in waiters)  # held: nobody ends while it may come
+    q.release(reqs[1])
+    for t in waiters:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in waiters)
+    assert sorted(got, key=lambda r: r is not None)[:2] == [None, None] and got.count(None) == 2
+    assert [r.attempt_id for r in got if r is not None] == ["r1"] and ended == [None]
+    assert len(q) == 0
+
+    # which modules are built ahead: those naming torch's loaders, and CUDA ones only where a device grades them
+    ext = "from torch.utils.cpp_extension import load_inline\n_m = load_inline(name='m', cpp_sources='')\n"
+    assert wants_build(ext, "pytorch", "cpu") and wants_build(ext, "cuda", "cuda:0")
+    assert not wants_build(ext, "cuda", "cpu") and not wants_build("def run(x):\n    return x\n", "cuda", "cuda")
+
+
 class _ReplayNVML:
     """NVML as grader.devicewatch calls it, answering from a script of readings (the shape pynvml gives)."""
 

@@ -442,3 +442,16 @@ def test_a_payload_is_read_into_one_buffer():
     finally:
         a.close()
         b.close()
+
+
+def test_a_confined_program_that_floods_its_output_is_killed_at_the_cap_and_one_that_reads_nothing_blocks_no_one():
+    """Corpus code must not fill the parent's memory through its stdout (grader.buildahead reads a builder's report
+    there), nor hang it by never reading a large stdin."""
+    from grader.confine import run_confined
+
+    flood = run_confined("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", b"", 60, output_cap=1 << 20)
+    assert flood.overflowed and not flood.timed_out and len(flood.stdout) <= 1 << 20
+    deaf = run_confined("import time\ntime.sleep(60)\n", b"y" * (4 << 20), 3)
+    assert deaf.timed_out and not deaf.overflowed
+    fine = run_confined("import sys\nsys.stdout.write(str(len(sys.stdin.buffer.read())))\n", b"z" * (4 << 20), 60)
+    assert fine.stdout == str(4 << 20).encode() and not fine.overflowed and fine.returncode == 0
