@@ -47,6 +47,12 @@ path = os.path.join(os.getcwd(), "candidate.py")
 with open(path, "w") as f:
     f.write(job["source"])
 error = None
+import torch
+
+# Many modules build only where they see a device (`if torch.cuda.is_available(): load_inline(...)`, in CUDA-L1 at
+# import or in the model's constructor): the builder has none, so it says there is one. Only what is built counts
+# here, filed for this program alone; what the import does after that (reaching for the device) fails harmlessly.
+torch.cuda.is_available = lambda: True
 hook.install()
 try:
     module = types.ModuleType("candidate")

@@ -416,3 +416,21 @@ def test_service_builds_ahead_off_the_slot_and_the_grades_compile_nothing(tmp_pa
         cache = by[name].sandbox["ext_cache"]
         assert cache["ahead"]["outcome"] == "in the cache already", cache
         assert cache[outcome] == 1 and cache["built"] == 0, cache
+
+
+@_service_builds
+def test_a_builder_reaches_a_loader_that_only_runs_where_torch_sees_a_device(tmp_path: Path) -> None:
+    """CUDA-L1 modules build inside `if torch.cuda.is_available():` (H200 run 62: two of nine, in their models'
+    constructors, filed nothing ahead and compiled in their slots for 28 and 70 s). The builder has no device and
+    says it has one: the build runs (here it is refused by the compiler, quickly), and its failure is filed."""
+    from grader.buildahead import build
+
+    guarded = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n\nclass Model:\n"
+               "    def __init__(self):\n        if torch.cuda.is_available():\n"
+               f"            self.ext = load_inline(name='kt_guarded', cpp_sources={LIGHT_HEADER + 'int f( {'!r}, "
+               f"functions=['f'], **{LIGHT_BUILD!r})\n\nmodel = Model()\n")
+    cache = CompileCache(tmp_path / "cache")
+    record = build(guarded, cache, ENV, 300)
+    assert record["outcome"] == "failed" and record["failed"] == 1, record
+    [(meta, text)] = unpack(*cache.offer(guarded, ENV))
+    assert b"error" in text and meta["module_file"] == "failure.txt"
