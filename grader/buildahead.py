@@ -92,11 +92,12 @@ def arch_list(device: str) -> str | None:
     return f"{cap[0]}.{cap[1]}+PTX"
 
 
-def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = (), address_space_mb: int = 16384
-          ) -> dict:
+def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = (), address_space_mb: int = 16384,
+          arch: str | None = None) -> dict:
     """Import `source` in a confined builder and file what it built and what failed conclusively; the record of it
     (`s`, what the builder reported, what the parent `filed`, and how it ended). The builder is offered what the cache
-    holds for the program already (an earlier round's build or failure), and compiles only what it lacks."""
+    holds for the program already (an earlier round's build or failure), and compiles only what it lacks. `arch`: the
+    TORCH_CUDA_ARCH_LIST the grade's workers build with (`arch_list`)."""
     from grader.confine import run_confined
 
     t0 = time.perf_counter()
@@ -107,7 +108,8 @@ def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = 
     job = {"source": source, "offer": index, "offered": base64.b64encode(payload).decode()}
     done = run_confined(_BUILDER, json.dumps(job).encode(), timeout_s, memory_mb=address_space_mb,
                         fsize_mb=65536, nproc=512, tmp_mb=1024, hide_extra=list(hide_extra),
-                        preload=["grader.compile_cache"], output_cap=MAX_REPORT_BYTES)
+                        preload=["grader.compile_cache"], output_cap=MAX_REPORT_BYTES,
+                        env_extra={"TORCH_CUDA_ARCH_LIST": arch} if arch else None)
     record: dict = {"s": round(time.perf_counter() - t0, 2)}
     if done.timed_out or done.overflowed:
         return {**record, "outcome": f"timed out after {timeout_s:.0f} s" if done.timed_out
@@ -137,10 +139,10 @@ class Builders:
     """A pool of `n` builder threads, each running one confined build at a time, in the order submitted."""
 
     def __init__(self, n: int, cache, env, on_done: Callable[[object, dict], None], *, hide_extra: list[str] = (),
-                 address_space_mb: int = 16384):
+                 address_space_mb: int = 16384, arch: str | None = None):
         self._jobs: queue.Queue = queue.Queue()
         self._cache, self._env, self._on_done = cache, env, on_done
-        self._hide, self._as_mb = list(hide_extra), address_space_mb
+        self._hide, self._as_mb, self._arch = list(hide_extra), address_space_mb, arch
         self._threads = [threading.Thread(target=self._run, name=f"builder-{i}", daemon=True) for i in range(n)]
         for t in self._threads:
             t.start()
@@ -160,7 +162,7 @@ class Builders:
             waited = time.perf_counter() - t_queued
             try:
                 record = build(source, self._cache, self._env, timeout_s, hide_extra=self._hide,
-                               address_space_mb=self._as_mb)
+                               address_space_mb=self._as_mb, arch=self._arch)
             except Exception as e:  # noqa: BLE001 - a builder's failure costs the grade a compile, never the grade
                 record = {"outcome": f"builder error: {type(e).__name__}: {e}"[:300]}
             self._on_done(key, {**record, "queued_s": round(waited, 2)})

@@ -37,15 +37,16 @@ class Confined:
 
 def run_confined(program: str, stdin: bytes, timeout_s: float, *, memory_mb: int = 8192, fsize_mb: int = 16,
                  nproc: int = 64, tmp_mb: int = 512, hide_extra: list[str] = (), preload: list[str] = (),
-                 output_cap: int = 64 << 20) -> Confined:
+                 output_cap: int = 64 << 20, env_extra: dict[str, str] | None = None) -> Confined:
     """Run `program` (Python source) in a sandboxed CPU-only child fed `stdin`; never raises for what
     the program does. Every process it leaves is killed before this returns. `preload`: modules of the grader's
     the program may import (imported before the sandbox hides the checkout). `output_cap`: the most bytes kept of
-    its stdout and of its stderr; a program that writes more is killed (corpus code must not fill our memory)."""
+    its stdout and of its stderr; a program that writes more is killed (corpus code must not fill our memory).
+    `env_extra`: variables set for it besides the scrubbed environment's."""
     from grader import launcher, sandbox
 
     uid, lock = launcher.claim_uid() if os.geteuid() == 0 else (None, None)
-    env = dict(launcher.base_env("cpu"), CUDA_VISIBLE_DEVICES="")
+    env = dict(launcher.base_env("cpu"), **(env_extra or {}), CUDA_VISIBLE_DEVICES="")
     config = {"program": program, "hide": launcher.sealed_paths(list(hide_extra)), "reveal": launcher.revealed_paths(),
               "uid": uid, "memory_mb": memory_mb, "fsize_mb": fsize_mb, "nproc": nproc, "tmp_mb": tmp_mb,
               "preload": [m for m in preload if m.startswith("grader.")]}

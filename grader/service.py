@@ -88,8 +88,9 @@ class GraderService:
         from grader import buildahead
 
         self._arch_env = os.environ.get("TORCH_CUDA_ARCH_LIST")
-        if cuda and not self._arch_env:
-            os.environ["TORCH_CUDA_ARCH_LIST"] = buildahead.arch_list(self.device)
+        self.arch_list = self._arch_env or (buildahead.arch_list(self.device) if cuda else None)
+        if self.arch_list and not self._arch_env:  # the workers' (read when their zygotes start, just below)
+            os.environ["TORCH_CUDA_ARCH_LIST"] = self.arch_list
         self.fingerprint = fingerprint.read_local(cuda)
         self.fingerprint_id = fingerprint.fingerprint_id(self.fingerprint)
         self.device_name = self.fingerprint.get("gpu_name") or (_cuda_name() if cuda else "cpu")
@@ -174,7 +175,8 @@ class GraderService:
                 todo.release(req)
 
             builders = Builders(min(self.builders, len(ahead)), self.ext_cache, self.build_env, built,
-                                hide_extra=self._hide_extra, address_space_mb=self._address_space_mb)
+                                hide_extra=self._hide_extra, address_space_mb=self._address_space_mb,
+                                arch=self.arch_list)
             for req, source in ahead:
                 builders.submit(req, source, req.timeout_s)
         done: queue.Queue = queue.Queue()

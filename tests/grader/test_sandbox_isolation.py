@@ -453,5 +453,6 @@ def test_a_confined_program_that_floods_its_output_is_killed_at_the_cap_and_one_
     assert flood.overflowed and not flood.timed_out and len(flood.stdout) <= 1 << 20
     deaf = run_confined("import time\ntime.sleep(60)\n", b"y" * (4 << 20), 3)
     assert deaf.timed_out and not deaf.overflowed
-    fine = run_confined("import sys\nsys.stdout.write(str(len(sys.stdin.buffer.read())))\n", b"z" * (4 << 20), 60)
-    assert fine.stdout == str(4 << 20).encode() and not fine.overflowed and fine.returncode == 0
+    fine = run_confined("import os, sys\nsys.stdout.write(f\"{len(sys.stdin.buffer.read())} {os.environ['KT_X']}\")\n",
+                        b"z" * (4 << 20), 60, env_extra={"KT_X": "9.0+PTX"})
+    assert fine.stdout == f"{4 << 20} 9.0+PTX".encode() and not fine.overflowed and fine.returncode == 0
