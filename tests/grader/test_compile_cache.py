@@ -425,7 +425,8 @@ def test_a_builder_reaches_a_loader_that_only_runs_where_torch_sees_a_device(tmp
     says it has one: the build runs (here it is refused by the compiler, quickly), and its failure is filed."""
     from grader.buildahead import build
 
-    guarded = ("import torch\nfrom torch.utils.cpp_extension import load_inline\n\nclass Model:\n"
+    guarded = ("import torch\nfrom torch.utils.cpp_extension import load_inline\nprint('no newline', end='')\n\n"
+               "class Model:\n"
                "    def __init__(self):\n        if torch.cuda.is_available():\n"
                f"            self.ext = load_inline(name='kt_guarded', cpp_sources={LIGHT_HEADER + 'int f( {'!r}, "
                f"functions=['f'], **{LIGHT_BUILD!r})\n\nmodel = Model()\n")
