@@ -13,8 +13,8 @@ many public harnesses do it, the cheat looks correct. What makes the harness nai
 - no sandbox, no profiler, no thread or process checks, the candidate shares the interpreter.
 
 Usage: python naive_harness.py CASES_JSON  (a JSON list of {"file", "task_id", "size"}); prints one
-JSON object {file: {"accepted": bool, "detail": str}}. Every case runs in its own forked child, so a
-cheat that patches torch or the clocks cannot affect the next one.
+JSON object {file: {"accepted": bool, "detail": str}}. Every case runs in its own forked child with a scratch
+folder of its own (two at a time), so a cheat that patches torch or the clocks cannot affect another one.
 """
 from __future__ import annotations
 
@@ -96,6 +96,40 @@ def _check(case: dict, workdir: str) -> dict:
     return {"accepted": bool(passed), "detail": "; ".join(passed) or "rejected by all three naive checks"}
 
 
+AT_ONCE = 2
+"""Cases in flight at once. Each spends most of its time in the harness's pause, so two at a time keep a core
+busy; each is still a child of its own with a scratch folder of its own, so neither can see the other."""
+CASE_TIMEOUT_S = 120
+
+
+def _start(case: dict, workdir: str, others: list[int]) -> tuple[int, int]:
+    """Fork the child that checks `case` in `workdir`; (pid, read end of the pipe it answers on). The child
+    closes `others`, the pipes of the cases in flight beside it."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        for fd in [r, *others]:
+            os.close(fd)
+        os.chdir(workdir)  # a scratch dir of its own, as a candidate would have
+        try:
+            msg = _check(case, workdir)
+        except BaseException as e:  # noqa: BLE001 - reported, never raised into the parent
+            msg = {"accepted": False, "detail": f"raised {type(e).__name__}: {e} "
+                                                f"{traceback.format_exc().splitlines()[-2:]}"}
+        os.write(w, json.dumps(msg).encode())
+        os._exit(0)
+    os.close(w)
+    os.set_blocking(r, False)
+    return pid, r
+
+
+def _answer(data: bytes) -> dict:
+    try:
+        return json.loads(data.decode() or "null") or {"accepted": False, "detail": "no answer"}
+    except ValueError:
+        return {"accepted": False, "detail": f"unreadable answer {data[:200]!r}"}
+
+
 def main(cases_path: str) -> None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
     sys.path.insert(0, str(REPO))
@@ -105,45 +139,37 @@ def main(cases_path: str) -> None:
     import triton  # noqa: F401  (imported once here, inherited by every forked child)
 
     torch.set_num_threads(1)  # no OpenMP pool in the parent: forked children stay safe
-    workdir = tempfile.mkdtemp(prefix="kt-naive-")
-    results = {}
-    for case in json.loads(Path(cases_path).read_text()):
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            os.chdir(workdir)  # a scratch dir of its own, as a candidate would have
+    root = tempfile.mkdtemp(prefix="kt-naive-")
+    todo = list(enumerate(json.loads(Path(cases_path).read_text())))
+    answers: dict[int, dict] = {}
+    running: dict[int, tuple[int, dict, int, float]] = {}  # pid -> (index, case, pipe, deadline)
+    buffers: dict[int, bytes] = {}
+    while todo or running:
+        while todo and len(running) < AT_ONCE:
+            i, case = todo.pop(0)
+            beside = [pipe for _, _, pipe, _ in running.values()]
+            pid, r = _start(case, tempfile.mkdtemp(prefix=f"case{i}-", dir=root), beside)
+            running[pid] = (i, case, r, time.monotonic() + CASE_TIMEOUT_S)
+            buffers[pid] = b""
+        for pid, (i, case, r, deadline) in list(running.items()):
             try:
-                msg = _check(case, workdir)
-            except BaseException as e:  # noqa: BLE001 - reported, never raised into the parent
-                msg = {"accepted": False, "detail": f"raised {type(e).__name__}: {e} "
-                                                    f"{traceback.format_exc().splitlines()[-2:]}"}
-            os.write(w, json.dumps(msg).encode())
-            os._exit(0)
-        os.close(w)
-        data, deadline = b"", time.monotonic() + 120
-        while time.monotonic() < deadline:
-            done, _ = os.waitpid(pid, os.WNOHANG)
-            chunk = b""
-            try:
-                os.set_blocking(r, False)
-                chunk = os.read(r, 1 << 16)
+                buffers[pid] += os.read(r, 1 << 16)
             except BlockingIOError:
                 pass
-            data += chunk
+            done, _ = os.waitpid(pid, os.WNOHANG)
             if done:
-                data += _drain(r)
-                break
-            time.sleep(0.01)
-        else:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-        os.close(r)
-        try:
-            results[case["file"]] = json.loads(data.decode() or "null") or {"accepted": False, "detail": "no answer"}
-        except ValueError:
-            results[case["file"]] = {"accepted": False, "detail": f"unreadable answer {data[:200]!r}"}
-    print(json.dumps(results))
+                buffers[pid] += _drain(r)
+            elif time.monotonic() >= deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            else:
+                continue
+            os.close(r)
+            answers[i] = _answer(buffers.pop(pid))
+            del running[pid]
+        time.sleep(0.01)
+    cases = json.loads(Path(cases_path).read_text())
+    print(json.dumps({case["file"]: answers[i] for i, case in enumerate(cases)}))
 
 
 def _drain(fd: int) -> bytes:
