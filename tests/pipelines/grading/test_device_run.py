@@ -105,6 +105,7 @@ def test_a_recorded_replay_must_be_the_sample_this_warehouse_draws(tmp_path):
     assert plan.settings == (Setting.ISOLATED,)
 
 
+@pytest.mark.slow
 def test_a_release_takes_every_grade_from_a_device_runs_records(tmp_path, demo_files):
     """device-plan -> the device run in two calls -> release --device-records -> status."""
     attempts, malformed = demo_files
