@@ -93,7 +93,7 @@ def arch_list(device: str) -> str | None:
     return f"{cap[0]}.{cap[1]}+PTX"
 
 
-def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = (), address_space_mb: int = 16384,
+def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = (), address_space_mb: int | None = 16384,
           arch: str | None = None) -> dict:
     """Import `source` in a confined builder and file what it built and what failed conclusively; the record of it
     (`s`, what the builder reported, what the parent `filed`, and how it ended). The builder is offered what the cache
@@ -140,7 +140,7 @@ class Builders:
     """A pool of `n` builder threads, each running one confined build at a time, in the order submitted."""
 
     def __init__(self, n: int, cache, env, on_done: Callable[[object, dict], None], *, hide_extra: list[str] = (),
-                 address_space_mb: int = 16384, arch: str | None = None):
+                 address_space_mb: int | None = 16384, arch: str | None = None):
         self._jobs: queue.Queue = queue.Queue()
         self._cache, self._env, self._on_done = cache, env, on_done
         self._hide, self._as_mb, self._arch = list(hide_extra), address_space_mb, arch

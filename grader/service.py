@@ -109,7 +109,7 @@ class GraderService:
         hide = sealed_paths(self._hide_extra)
         self.builders = 0 if self.ext_cache is None else (
             buildahead.default_builders(self.device) if build_ahead is None else max(0, build_ahead))
-        self._address_space_mb = address_space_mb or 16384
+        self._address_space_mb = address_space_mb  # the builders' limit too: they run what a worker's load runs
         self._ahead: dict[int, dict] = {}  # id(request) -> its build ahead's record, until a slot takes it
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,

@@ -547,7 +547,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(log2_speedup(e["ms"], c["ms"]))
-            if _enough(g, logs, t_size, clip_witnessed(check_min_ms, exp_ms)) or one_pair_ends_size(slow, c, e):
+            if _enough(g, logs, t_size, check_min_ms, exp_ms) or one_pair_ends_size(slow, c, e):
                 break
             _give_way(g, kind)
         if not traced:  # the draw fell past the loop's end, or on a warm-up pair a slow candidate skipped
@@ -556,7 +556,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
         watched = None
         if mark is not None:  # the pair is named, every other process reported (other loops' too, interleaved)
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
-        clip_stop = len(logs) < eff.min_reps and beyond_clip(median_ci(logs)) and clip_witnessed(check_min_ms, exp_ms)
+        clip_stop = len(logs) < eff.min_reps and stops_at_clip(eff, logs, median_ci(logs), check_min_ms, exp_ms)
         loop = {**_loop_record(time.perf_counter() - t_held - g.gave_way_s, *replies), "held": kind,
                 "warmup_pairs": w + 1 if eff.warmup_pairs else 0,
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
@@ -583,17 +583,23 @@ def beyond_clip(ci: tuple[float, float]) -> bool:
     return ci[1] < math.log2(SPEEDUP_CLIP[0]) - CLIP_MARGIN_LOG2
 
 
-def _enough(g: _Grade, logs: list[float], t_size: float, witnessed: bool) -> bool:
+def _enough(g: _Grade, logs: list[float], t_size: float, check_min_ms: float, exp_ms: list[float]) -> bool:
     """A size's timed pairs are enough: its interval is as narrow as the target, or its budget is spent (after
-    `Effort.min_reps` pairs); or it lies below the clip (after `Effort.clip_reps`), `witnessed` by the size's check
-    calls (`clip_witnessed`)."""
+    `Effort.min_reps` pairs); or it stops at the clip (`stops_at_clip`)."""
     eff = g.effort
     if len(logs) < min(eff.min_reps, eff.clip_reps):
         return False
     lo, hi = median_ci(logs)
     if len(logs) >= eff.min_reps and ((hi - lo) / 2 <= eff.target_log2_halfwidth or _spent(g, t_size)):
         return True
-    return witnessed and len(logs) >= eff.clip_reps and beyond_clip((lo, hi))
+    return stops_at_clip(eff, logs, (lo, hi), check_min_ms, exp_ms)
+
+
+def stops_at_clip(eff: Effort, logs: list[float], ci: tuple[float, float], check_min_ms: float,
+                  exp_ms: list[float]) -> bool:
+    """After `Effort.clip_reps` pairs, the pairs' interval `ci` lies below the clip (`beyond_clip`), and the size's
+    fastest check call does too (`clip_witnessed`)."""
+    return len(logs) >= eff.clip_reps and beyond_clip(ci) and clip_witnessed(check_min_ms, exp_ms)
 
 
 def clip_witnessed(check_min_ms: float, exp_ms: list[float]) -> bool:

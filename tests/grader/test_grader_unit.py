@@ -689,14 +689,15 @@ def test_timing_stops_early_only_when_the_whole_interval_lies_below_the_clip():
     assert beyond_clip((low - 3, low - 0.01)) and not beyond_clip((low - 3, low + 0.01))
     g = SimpleNamespace(effort=Effort(), window=None, gave_way_s=0.0, window_held_s=0.0)
     now = _time.monotonic()
-    assert not _enough(g, [low - 3] * 4, now, True)
-    assert _enough(g, [low - 3] * 5, now, True)
-    assert not _enough(g, [low - 3] * 5, now, False)  # pairs let through their gates are no witness by themselves
-    assert not _enough(g, [low - 3] * 4 + [low + 0.2], now, True)  # with five pairs the interval is min..max
-    assert not _enough(g, [6.0] * 5, now, True)  # far above the clip: timed in full (a late charge may yet lower it)
-    assert not _enough(g, [0.5] * 19, now, False) and _enough(g, [0.5] * 20, now, False)
+    twin, slow_check, fast_check = [0.05, 0.051, 0.049], 50.0, 0.25
+    assert not _enough(g, [low - 3] * 4, now, slow_check, twin)
+    assert _enough(g, [low - 3] * 5, now, slow_check, twin)
+    # pairs let through their gates are no witness by themselves: a fast check call keeps the size timing
+    assert not _enough(g, [low - 3] * 5, now, fast_check, twin)
+    assert not _enough(g, [low - 3] * 4 + [low + 0.2], now, slow_check, twin)  # with five pairs: min..max
+    assert not _enough(g, [6.0] * 5, now, slow_check, twin)  # far above the clip: timed in full
+    assert not _enough(g, [0.5] * 19, now, fast_check, twin) and _enough(g, [0.5] * 20, now, fast_check, twin)
     # the witness: the fastest check call against the twin's median so far, by the same margin as the pairs
-    twin = [0.05, 0.051, 0.049]
     edge = 0.05 * 2 ** -low  # the check call's ms at the margin's edge
     assert clip_witnessed(edge * 1.01, twin) and not clip_witnessed(edge * 0.99, twin)
     assert not clip_witnessed(0.25, twin)  # run 61: an honest kernel 0.25 ms at the size, its let-through pairs at 17
