@@ -49,12 +49,23 @@ def parse_step(step: str) -> tuple[str, tuple[float, ...]]:
 
 
 def make_inputs(specs: list[dict], seed: int, device: str) -> list:
+    """The inputs of `seed`: `plan_inputs`, filled at once."""
+    tensors, fill = plan_inputs(specs, seed, device)
+    fill()
+    return tensors
+
+
+def plan_inputs(specs: list[dict], seed: int, device: str) -> tuple[list, object]:
+    """The inputs of `seed`, allocated but not yet drawn, and `fill()`, which draws them. It only launches work
+    into memory allocated here (no allocation, nothing that waits for the device), so a timed call can queue its
+    draw behind its closed launch gate with the call itself (`Effort.fill_behind`). Every side draws through here,
+    so the parent, the twin and the reference make the candidate's exact values."""
     import torch
 
     gen = torch.Generator(device=device)
     gen.manual_seed(seed & 0x7FFF_FFFF_FFFF_FFFF)
     params = random.Random(seed)
-    tensors = []
+    tensors, steps = [], []
     for s in specs:
         dtype = getattr(torch, s["dtype"])
         shape = tuple(s["shape"])
@@ -63,34 +74,66 @@ def make_inputs(specs: list[dict], seed: int, device: str) -> list:
             continue
         if s["dist"] == "normal":
             mean, std = params.uniform(*s["mean"]), params.uniform(*s["std"])
-            t = torch.randn(shape, generator=gen, device=device, dtype=torch.float32).mul_(std).add_(mean)
+            t = torch.empty(shape, device=device, dtype=torch.float32)
+            steps.append(lambda t=t, mean=mean, std=std: t.normal_(0.0, 1.0, generator=gen).mul_(std).add_(mean))
         elif s["dist"] == "uniform":
-            t = torch.rand(shape, generator=gen, device=device, dtype=torch.float32)
-            t = t.mul_(s["high"] - s["low"]).add_(s["low"])
+            t = torch.empty(shape, device=device, dtype=torch.float32)
+            low, span = s["low"], s["high"] - s["low"]
+            steps.append(lambda t=t, low=low, span=span: t.uniform_(0.0, 1.0, generator=gen).mul_(span).add_(low))
         elif s["dist"] == "randint":
-            t = torch.randint(int(s["low"]), int(s["high"]), shape, generator=gen, device=device)
+            t = torch.empty(shape, device=device, dtype=torch.int64)
+            low, high = int(s["low"]), int(s["high"])
+            steps.append(lambda t=t, low=low, high=high: t.random_(low, high, generator=gen))
         else:
             raise ValueError(f"unknown distribution {s['dist']!r}")
         for step in s.get("post", ()):
-            t = _step(t, *parse_step(step), params)
-        tensors.append(t.to(dtype))
-    return tensors
+            t = _plan_step(t, *parse_step(step), params, steps)
+        tensors.append(_into(t, dtype, steps))
+
+    def fill() -> None:
+        for step in steps:
+            step()
+
+    return tensors, fill
 
 
-def _step(t, name: str, args: tuple[float, ...], params: random.Random):
+def _into(t, dtype, steps: list):
+    """`t` as `dtype`: itself, or a buffer allocated now that a step copies it into."""
+    if t.dtype == dtype:
+        return t
+    import torch
+
+    out = torch.empty(t.shape, dtype=dtype, device=t.device)
+    steps.append(lambda: out.copy_(t))
+    return out
+
+
+def _plan_step(t, name: str, args: tuple[float, ...], params: random.Random, steps: list):
+    """One post step on `t`: its buffers allocated now, its work appended to `steps`; the tensor it leaves."""
+    import torch
+
     if name in ("sym", "triu", "tril") and (t.dim() < 2 or t.shape[-1] != t.shape[-2]):
         raise ValueError(f"input step {name} needs square matrices, not shape {tuple(t.shape)}")
     if name == "sym":  # (A + A^T) / 2, exactly symmetric
-        return t.add_(t.transpose(-1, -2).clone()).mul_(0.5)
-    if name == "triu":
-        return t.triu_()
-    if name == "tril":
-        return t.tril_()
+        scratch = torch.empty_like(t)
+        steps.append(lambda: t.add_(scratch.copy_(t.transpose(-1, -2))).mul_(0.5))
+        return t
+    if name in ("triu", "tril"):
+        steps.append(t.triu_ if name == "triu" else t.tril_)
+        return t
     if name == "softmax":
-        return t.float().softmax(int(args[0]))
+        src = _into(t, torch.float32, steps)
+        out = torch.empty_like(src)
+        steps.append(lambda: torch.softmax(src, int(args[0]), out=out))
+        return out
     if name == "scale":  # times one random scalar per call, as `torch.rand(()) * x` does
-        return t.mul_(params.uniform(*args)) if t.is_floating_point() else t
-    return (t if t.is_floating_point() else t.float()).mul_(args[0]).add_(args[1])  # affine
+        if t.is_floating_point():
+            k = params.uniform(*args)
+            steps.append(lambda: t.mul_(k))
+        return t
+    src = t if t.is_floating_point() else _into(t, torch.float32, steps)  # affine
+    steps.append(lambda: src.mul_(args[0]).add_(args[1]))
+    return src
 
 
 def upcast(tensors: list) -> list:

@@ -117,23 +117,27 @@ class WorkerConn:
     def _gated(self, msg: dict, payload: bytes, fd: int | None, cap: int, window, patience_s: float
                ) -> tuple[tuple[dict, bytes] | None, dict]:
         """The parent's side of a gated call: send it inside its draw window and wait for "drawn", then let it
-        through its gate (`_let_through`) inside its device window. Returns (the reply, when the call ended without
-        reaching "done": an error; else None) and what the reply gains (`_let_through`)."""
+        through its gate (`_let_through`) inside its device window. A call that draws its inputs behind its gate
+        (`fill_behind` in its message: it does no device work before "drawn") takes no draw window. Returns (the
+        reply, when the call ended without reaching "done": an error; else None) and what the reply gains
+        (`_let_through`)."""
         frames = wire.GATE_FRAMES
         no_window = contextlib.nullcontext
-        with window("draw") if window is not None else no_window():
+        device_window = (lambda: window("device")) if window is not None else no_window
+        draws = window is not None and not msg.get("fill_behind")
+        with window("draw") if draws else no_window():
             t_sent = time.perf_counter_ns()
             self._send(msg, payload, fd)
             first, blob = wire.recv(self.sock, cap)
-            if first == frames["queued"]:  # its gate would not close: the call runs whole in this draw window
-                return self._let_through(cap, first, no_window, patience_s, t_sent)
+            if first == frames["queued"]:  # its gate would not close: the call runs whole in this draw window, or
+                # (drawing behind its gate) in a device window from here
+                return self._let_through(cap, first, no_window if draws else device_window, patience_s, t_sent)
             if first.get("gate") is not None and first != frames["drawn"]:
                 raise wire.FrameError(f"a {first['gate']!r} frame before the call's gate was closed")
             if first != frames["drawn"]:  # answered without closing its gate (it failed first): nothing to time
                 self.gate.open()
                 return (first, blob), {}
-        return self._let_through(cap, None, (lambda: window("device")) if window is not None else no_window,
-                                 patience_s)
+        return self._let_through(cap, None, device_window, patience_s)
 
     def _let_through(self, cap: int, first: dict | None, device_window, patience_s: float, t_open: int | None = None
                      ) -> tuple[tuple[dict, bytes] | None, dict]:

@@ -52,10 +52,11 @@ class GraderService:
                  own_root: bool = True, compile_cache: str | None = None, launch_gate: bool = True,
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
-                 check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None):
+                 check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
+                 fill_behind: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
-        `reference_first`, `split_window`, `slow_loops`, `check_windows` (`Effort`),
+        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind` (`Effort`),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -82,7 +83,8 @@ class GraderService:
         self.catalogue = load_catalogue(catalogue_extra)
         self.effort = dataclasses.replace(effort or Effort.for_device(self.device.startswith("cuda")),
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
-                                          split_window=split_window, slow_loops=slow_loops, check_windows=check_windows)
+                                          split_window=split_window, slow_loops=slow_loops, check_windows=check_windows,
+                                          fill_behind=fill_behind)
         cuda = self.device.startswith("cuda")
         # Builders see no device: the arch list torch would pick from it is set for them and the workers alike.
         from grader import buildahead

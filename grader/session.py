@@ -93,6 +93,13 @@ class Effort:
     (a cached block freed, or a fresh cudaMalloc) waits for the gate too, and the call stalls: H200 run 41 drew
     24 ms a call for one expert copy, whose stalled calls then timed the host's launch gaps and scored -0.875
     against itself (bench/gpu_acceptance.py --without draw_before_gate)."""
+    fill_behind: bool = True
+    """A timed call of an interleaved loop allocates its inputs before its launch gate closes and draws them behind
+    it, in its own device window, so it takes no draw window at all (0.18.0; bench/gpu_acceptance.py --without
+    fill_behind). H200 run 62: the loops' 23,121 draw windows held some draw 211 of 312 s, about 9 ms each for 1 ms
+    of the worker's, and every device window waited for the draws in flight. Nothing behind the gate allocates
+    (`grader.inputs.plan_inputs`), so nothing there waits for the device as run 41's draws behind the gate did.
+    A task's own inputs (`inputs_from: task`) come from the host and are drawn before the gate as ever."""
     reference_first: bool = True
     """The task's reference worker starts before a size's check calls take the device lock; off: inside it."""
     split_window: bool = True
@@ -830,6 +837,7 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool
     the expert is trusted, and the candidate's kept outputs already fill the budget."""
     msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert")
     msg["gated"] = gated
+    msg["fill_behind"] = gated and g.effort.fill_behind and not sz.given
     msg["keep"] = keep
     t = time.monotonic()
     try:
@@ -852,7 +860,8 @@ def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trac
               ) -> tuple[dict, int | None]:
     """A call's message, and the descriptor of its inputs when the task makes them itself."""
     msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": keep_inputs,
-           "tag": tag, "trace": trace, "gated": tag == "timed", "behind": not g.effort.draw_before_gate}
+           "tag": tag, "trace": trace, "gated": tag == "timed", "behind": not g.effort.draw_before_gate,
+           "fill_behind": tag == "timed" and g.effort.fill_behind and not sz.given}
     if not sz.given:
         return msg, None
     given, fd = _task_inputs(g, sz, seed)

@@ -90,8 +90,9 @@ def test_the_parent_lets_a_gated_call_through_in_a_draw_window_then_a_device_win
     after "queued", and that window is held until "done". A call silent past the patience (it waits for the
     device) is opened anyway, inside the device window, and said to have stalled (unless it is given more patience);
     a call whose gate would not close runs whole in its draw window, and one of a worker without a gate, or one asked
-    to (`whole`), in its device window. An ungated call takes no window and its page is never touched; a call
-    that fails before closing its gate or before queuing is answered as it is; frames out of turn are forged."""
+    to (`whole`), in its device window; one that draws behind its gate (`fill_behind`) takes no draw window. An
+    ungated call takes no window and its page is never touched; a call that fails before closing its gate or before
+    queuing is answered as it is; frames out of turn are forged."""
     import contextlib
     import mmap
     import socket
@@ -155,6 +156,20 @@ def test_the_parent_lets_a_gated_call_through_in_a_draw_window_then_a_device_win
         assert windows == taken, windows
         if gated:
             assert 0 < reply["window_ms"] <= parent_ms
+    # drawing its inputs behind its gate (`fill_behind`): no draw window, the device window from "queued" to "done";
+    # a gate that would not close: the rest of the call, from its "queued", in a device window
+    device_in, device_out = ("device", "in"), ("device", "out", 1)
+    for script, looks, stalled in ((["look", "close", drawn, queued, "sleep", "look", done, ok],
+                                    [(1, []), (1, [device_in])], False),
+                                   (["look", queued, "sleep", "look", done, ok], [(1, []), (1, [device_in])], True)):
+        seen.clear()
+        windows.clear()
+        page[:4] = (1).to_bytes(4, "little")
+        t = threading.Thread(target=worker, args=(script,))
+        t.start()
+        reply, _, _ = conn.request({"op": "call", "gated": True, "fill_behind": True}, 5.0, window=window)
+        t.join()
+        assert seen == looks and reply["stalled"] is stalled and windows == [device_in, device_out], (seen, windows)
     # a launch that takes longer than the timed calls' patience, within the one it is given (an expert's compile)
     windows.clear()
     t = threading.Thread(target=worker, args=(["close", drawn, "sleep", "look", queued, done, ok],))

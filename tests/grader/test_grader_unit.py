@@ -874,6 +874,49 @@ def test_a_told_call_waits_behind_its_gate_until_the_parent_opens_it_and_its_dev
     assert tampered() == []
 
 
+@pytest.mark.gpu
+def test_inputs_drawn_behind_a_closed_gate_allocate_nothing_and_wait_for_nothing():
+    """`Effort.fill_behind` on the device: `plan_inputs` allocates every buffer before the gate closes; `fill()`
+    behind it only queues work (no allocation, so nothing that waits for the device, as H200 run 41's draws behind
+    the gate did), the host is back at once while the stream waits, and once the gate opens the values are
+    `make_inputs`'s exactly: the parent, the twin and the reference draw the candidate's inputs so."""
+    import threading
+    import time as _time
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from grader.inputs import make_inputs, plan_inputs
+
+    clock, _word = _armed_clock()
+    base = {"mean": [-1, 1], "std": [0.5, 2], "low": -2, "high": 3}
+    specs = [{**base, "shape": [256, 256], "dtype": "float16", "dist": "normal", "post": ["scale:0.5:2"]},
+             {**base, "shape": [64, 64], "dtype": "float32", "dist": "uniform", "post": ["sym", "softmax:-1"]},
+             {**base, "shape": [33, 33], "dtype": "bfloat16", "dist": "randint", "post": ["triu", "affine:2:-1"]},
+             {**base, "shape": [1 << 20], "dtype": "int32", "dist": "randint"},
+             {**base, "shape": [], "dtype": "float32", "dist": "scalar"}]
+    for seed in (3, 1 << 40):
+        tensors, fill = plan_inputs(specs, seed, "cuda")
+        torch.cuda.synchronize()
+        allocated = torch.cuda.memory_stats()["allocation.all.allocated"]
+        assert clock.gate.close()
+        rescue = threading.Timer(5.0, clock.gate.open)  # a fill that waited for the device would hang here
+        rescue.start()
+        t = _time.perf_counter()
+        fill()
+        queued_s = _time.perf_counter() - t
+        behind = torch.cuda.Event()
+        behind.record()
+        waiting = not behind.query()
+        rescue.cancel()
+        clock.gate.open()
+        torch.cuda.synchronize()
+        assert queued_s < 1.0 and waiting, (queued_s, waiting)
+        assert torch.cuda.memory_stats()["allocation.all.allocated"] == allocated  # fill() allocated nothing
+        want = make_inputs(specs, seed, "cuda")
+        assert tensors[-1] == want[-1] == -2.0
+        assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(tensors[:-1], want[:-1]))
+
+
 def test_a_clocks_marks_are_written_in_place_where_the_workers_state_check_holds_every_attribute():
     from grader.timing import DeviceClock
     from grader.worker import make_integrity_check
