@@ -83,6 +83,25 @@ def test_a_parked_thread_that_gets_no_work_is_ended():
     assert thread_count(os.getpid()) == before
 
 
+def test_a_message_to_a_worker_that_died_is_a_closed_channel_not_the_graders_error():
+    """A worker killed between two messages: the parent's next send meets a broken pipe, which must read as the
+    worker's death (`wire.WireError`: the grade ends `crashed`), not as an `OSError` of the grader's own (it ended
+    the grade `infra_error`, test_faults' external SIGKILL once the kill landed on a send)."""
+    import socket
+
+    import pytest
+
+    from grader import wire
+    from grader.launcher import WorkerConn
+
+    ours, theirs = socket.socketpair()
+    theirs.close()
+    conn = WorkerConn(sock=ours, audit=ours, pid=0)
+    with pytest.raises(wire.WireError, match="closed its channel"):
+        conn.request({"op": "call"}, 5.0)
+    ours.close()
+
+
 def test_the_parent_lets_a_gated_call_through_in_a_draw_window_then_a_device_window():
     """The parent's side of the launch gate (grader.timing.StreamGate, WorkerConn._gated), against a worker
     speaking the protocol over a socket pair: a gated call is sent inside its draw window, held until the worker
