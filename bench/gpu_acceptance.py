@@ -75,9 +75,16 @@ def pct(xs: list[float], q: float) -> float:
 
 SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
             "reference_first", "output_arena", "split_window", "slow_loops", "check_windows", "device_first",
-            "build_ahead", "fill_behind")
+            "build_ahead", "fill_behind", "answer_pool")
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
+
+
+def answer_line(results: list[GradeResult]) -> str:
+    """How many verifications of the timed sizes took a kept answer (`loop["answers"]`), and how many a computed one."""
+    got = [(s.loop or {}).get("answers") or {} for r in results for s in r.sizes]
+    kept, computed = sum(a.get("kept", 0) for a in got), sum(a.get("computed", 0) for a in got)
+    return f"{kept} of {kept + computed}" + (f" ({kept / (kept + computed):.0%})" if kept + computed else "")
 
 
 def _clip_stopped(r: GradeResult) -> list:
@@ -199,6 +206,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     lines.extend(build_lines(all_results))
     via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
     lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
+    lines.append("  verified on a kept answer (grader.answers)\t" + answer_line(all_results))
     for layer in ("launch_gate", "output_arena", "own_root", "pid_ns", "ipc_ns"):  # what this host gave the candidates
         seen = collections.Counter(str(r.sandbox.get(layer, "not recorded"))[:160] for r in all_results if r.sandbox)
         lines.append(f"  sandbox {layer}\t" + ", ".join(f"{k}: {n}" for k, n in seen.most_common()))

@@ -53,10 +53,10 @@ class GraderService:
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
-                 fill_behind: bool = True):
+                 fill_behind: bool = True, answer_pool: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
-        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind` (`Effort`),
+        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `answer_pool` (`Effort`),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -84,7 +84,10 @@ class GraderService:
         self.effort = dataclasses.replace(effort or Effort.for_device(self.device.startswith("cuda")),
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
                                           split_window=split_window, slow_loops=slow_loops, check_windows=check_windows,
-                                          fill_behind=fill_behind)
+                                          fill_behind=fill_behind, answer_pool=answer_pool)
+        from grader.answers import AnswerPool
+
+        self.answers = AnswerPool()  # reference answers kept across the attempts this service grades
         cuda = self.device.startswith("cuda")
         # Builders see no device: the arch list torch would pick from it is set for them and the workers alike.
         from grader import buildahead
@@ -238,7 +241,8 @@ class GraderService:
                                        fingerprint=self.fingerprint, fingerprint_id=self.fingerprint_id,
                                        device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort,
                                        ext_cache=self.ext_cache, build_env=self.build_env,
-                                       watch=self.watch, roles=self.roles, ahead=self._ahead.pop(id(req), None)))
+                                       watch=self.watch, roles=self.roles, ahead=self._ahead.pop(id(req), None),
+                                       answers=self.answers))
             except Exception as e:  # noqa: BLE001 - a grader bug ends this attempt as infra_error, never lost
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))

@@ -22,6 +22,7 @@ from grader import compile_cache, guard, sandbox, wire
 from grader.compare import EXPERT_SLACK, Verdict, check_output_meta, compare, expert_slack
 from grader.contract import (GRADER_VERSION, SPEEDUP_CLIP, GradeRequest, GradeResult, Reason, SizeResult, Status,
                              clip_speedup, geomean, reward)
+from grader.answers import Answer, AnswerPool, SeedPlan
 from grader.inputs import derive_seed, make_inputs, resolve_specs
 from grader.launcher import Slot, WorkerConn
 from grader.statics import (declared_kernels, literal, declared_triton_kernels, host_compute, library_kernels,
@@ -93,6 +94,11 @@ class Effort:
     (a cached block freed, or a fresh cudaMalloc) waits for the gate too, and the call stalls: H200 run 41 drew
     24 ms a call for one expert copy, whose stalled calls then timed the host's launch gaps and scored -0.875
     against itself (bench/gpu_acceptance.py --without draw_before_gate)."""
+    answer_pool: bool = True
+    """Check calls and the calls of a loop of `min_reps` pairs take seeds from the service's pool for the task and
+    size, whose reference answers are kept across attempts (`grader.answers`, 0.18.0; bench/gpu_acceptance.py
+    --without answer_pool). Off, or without a pool, every call takes a fresh seed; the verified timed calls are
+    chosen the same way either way."""
     fill_behind: bool = True
     """A timed call of an interleaved loop allocates its inputs before its launch gate closes and draws them behind
     it, in its own device window, so it takes no draw window at all (0.18.0; bench/gpu_acceptance.py --without
@@ -180,8 +186,10 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                   fingerprint_id: str, device_name: str, gpu_lock, effort: Effort,
                   ext_cache: compile_cache.CompileCache | None = None,
                   build_env: compile_cache.BuildEnv | None = None, watch=None,
-                  roles: Callable[[], dict[int, str]] = dict, ahead: dict | None = None) -> GradeResult:
-    """`ahead`: what building the attempt's extensions ahead of this grade did (grader.buildahead), for the record."""
+                  roles: Callable[[], dict[int, str]] = dict, ahead: dict | None = None,
+                  answers: AnswerPool | None = None) -> GradeResult:
+    """`ahead`: what building the attempt's extensions ahead of this grade did (grader.buildahead), for the record.
+    `answers`: the service's kept reference answers (`grader.answers`), or None."""
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
@@ -220,7 +228,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         except (OSError, wire.WireError) as e:
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
-                   gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles)
+                   gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles,
+                   answers=answers if effort.answer_pool else None)
         sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"))
         try:  # before the candidate's code is loaded, as the gate was
             sandbox_layers["output_arena"] = slot.lend_output_arena(conn, task.fetch_bytes, min(remaining(), 60.0))
@@ -367,6 +376,8 @@ class _Grade:
     """The error of the candidate's first extension build that raised at load (it may have fallen back)."""
     slack_used: float = 0.0
     """The largest expert-measured allowance (`compare.expert_slack`) a passing output needed; 0: none."""
+    answers: AnswerPool | None = None
+    """The service's kept reference answers (`grader.answers`), or None."""
 
     @property
     def cuda(self) -> bool:
@@ -390,6 +401,10 @@ class _Size:
     given: bool = False
     """Inputs made by the task's own `get_inputs()` in its reference worker and handed to the workers
     (`TaskCard.inputs_from == "task"`), not drawn by each of them from `specs`."""
+    plan: SeedPlan | None = None
+    """Which seed each call takes, and which timed calls are verified (`grader.answers.SeedPlan`)."""
+    answers: dict = field(default_factory=lambda: {"kept": 0, "computed": 0})
+    """The size's verifications on a kept answer, and on one the reference computed."""
 
     @property
     def label(self) -> str:
@@ -400,8 +415,9 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     card = g.task.card
     out_shape = resolve_shape(card.output_shape, size)
     elem = DTYPE_BYTES[card.output_dtype]
-    sz = _Size(key=size_key(size), hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape,
-               out_nbytes=elem * _prod(out_shape), given=card.inputs_from == "task")
+    key, out_nbytes = size_key(size), elem * _prod(out_shape)
+    sz = _Size(key=key, hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape, out_nbytes=out_nbytes,
+               given=card.inputs_from == "task", plan=_seed_plan(g, key, out_nbytes))
     _watch(g, g.conn, True)
     worst, check_ms, check_min_ms = _check_size(g, sz)
     t, verifying = time.perf_counter(), g.phases["correctness"]
@@ -409,6 +425,10 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed, check_ms, check_min_ms)
     g.phases["timing"] += time.perf_counter() - t - (g.phases["correctness"] - verifying)
     worst = max(worst, verified)
+    # the pool's seeds this size's calls took (every other call's derives from the grade's root seed), written now
+    # that the grade is past them
+    loop = {**loop, "answers": {**sz.answers, "check_seeds": sz.plan.check,
+                                "call_seeds": {str(k): s for k, s in sorted(sz.plan.calls.items()) if k < len(timed)}}}
     cand_ms = [c + late_ms for c in cand_ms]
     logs = [log2_speedup(e, c) for e, c in zip(exp_ms, cand_ms)]
     c_med, e_med = median(cand_ms), median(exp_ms)
@@ -423,6 +443,28 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
                       cand_ms_ci=median_ci(cand_ms), expert_ms_ci=median_ci(exp_ms), reps=len(cand_ms),
                       log2_speedup_ci=median_ci(logs), late_ms=late_ms, speedup=clip_speedup(measured),
                       max_rel_err=worst, device_watch=watched, loop=loop), measured
+
+
+def _max_reps(eff: Effort, out_nbytes: int) -> int:
+    """A size's most timed pairs: `Effort.max_reps`, fewer where the candidate's kept outputs would pass their
+    budget, never fewer than `Effort.min_reps`."""
+    return max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(out_nbytes, 1)))
+
+
+def _seed_plan(g: _Grade, key: str, out_nbytes: int) -> SeedPlan:
+    """The size's `SeedPlan`: the pool's seeds (none without a pool) for the check calls and the calls a loop that
+    stops at `Effort.min_reps` pairs makes (its warm-up pairs, its pairs and the traced call, which takes a pair's
+    place when the loop can make no more), and a priority for each call the loop can make."""
+    eff = g.effort
+    max_reps = _max_reps(eff, out_nbytes)
+    order = g.answers.order(g.task.expert_key, key, g.rng) if g.answers is not None else []
+    return SeedPlan(order, eff.check_calls, eff.warmup_pairs + max_reps + 1,
+                    eff.warmup_pairs + min(eff.min_reps + 1, max_reps), g.rng)
+
+
+def _seed(pooled: int | None, fresh: Callable[[], int]) -> int:
+    """A call's seed: the pool's, or else a fresh one."""
+    return fresh() if pooled is None else pooled
 
 
 def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
@@ -453,7 +495,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             return _hold(g, "check", "check window") if windows else contextlib.nullcontext()
 
         for i in range(g.effort.check_calls):
-            seed = derive_seed(g.seed, sz.key, "check", i)
+            seed = _seed(sz.plan.check_seed(i), lambda: derive_seed(g.seed, sz.key, "check", i))
             t_call = time.perf_counter()
             # The attempt's very first call JIT-compiles for seconds of CPU: it runs without the device
             # lock so another slot's timing does not wait on a compiler; at worst it overlaps one of that
@@ -498,7 +540,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     observed calls' records are added to `observed`. `check_ms`: the device ms of the size's last check call
     (`Effort.slow_loops`); `check_min_ms`: of its fastest (`clip_witnessed`)."""
     eff = g.effort
-    max_reps = max(eff.min_reps, min(eff.max_reps, eff.kept_output_bytes // max(sz.out_nbytes, 1)))
+    max_reps = _max_reps(eff, sz.out_nbytes)
     # Observed (grader/observe.py): the check calls, the warm-up calls and one call drawn among the warm-up and timed
     # calls, which also runs with the device's kernels traced (its kernels against the own-kernel and library
     # rules, their streams) and whose pair is not timed (a draw past the loop's end is an extra call). The other
@@ -519,7 +561,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
         for w in range(eff.warmup_pairs):
-            seed = derive_seed(g.seed, sz.key, "warmup", w)
+            seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "warmup", w))
             with whole():
                 _expert_call(g, expert, sz, seed)
             with whole():
@@ -534,7 +576,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
         _watch(g, expert, False)
         t_size = time.monotonic()
         for r in range(max_reps):
-            seed = derive_seed(g.seed, sz.key, "time", r)
+            seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "time", r))
             if trace_at == eff.warmup_pairs + r:  # the drawn call: observed and traced, never timed
                 with whole():
                     observed.extend(_traced_call(g, sz, seed, timed))
@@ -559,7 +601,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             _give_way(g, kind)
         if not traced:  # the draw fell past the loop's end, or on a warm-up pair a slow candidate skipped
             with whole():
-                observed.extend(_traced_call(g, sz, derive_seed(g.seed, sz.key, "traced"), timed))
+                seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "traced"))
+                observed.extend(_traced_call(g, sz, seed, timed))
         watched = None
         if mark is not None:  # the pair is named, every other process reported (other loops' too, interleaved)
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
@@ -785,13 +828,15 @@ def _hold(g: _Grade, kind: str, purpose: str = ""):
 
 
 def _verify_timed(g: _Grade, sz: _Size, timed: list, hold: Callable) -> float:
-    """Verify a sample of the timed outputs, chosen now that the calls are done; the worst error. `hold()`: what
-    each piece of a verification takes (a draw window of the timing loop's)."""
+    """Verify a sample of the timed outputs, those of lowest secret priority among the calls made (`SeedPlan.verified`:
+    a uniformly random choice, however many calls the loop made); the worst error. `hold()`: what each piece of a
+    verification takes (a draw window of the timing loop's)."""
     t = time.perf_counter()
     worst = 0.0
     eff = g.effort
     n_verify = min(len(timed), max(eff.verify_timed, math.ceil(eff.verify_fraction * len(timed))))
-    for idx, seed in g.rng.sample(timed, n_verify):
+    for k in sz.plan.verified(len(timed), n_verify):  # a uniformly random choice (`SeedPlan`)
+        idx, seed = timed[k]
         v = _verify(g, sz, idx, seed, with_inputs=False, piece=hold)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
@@ -1087,9 +1132,10 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
                 raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
             g.gpu_lock.note("verify: inputs", time.perf_counter() - t_in)
     with piece():
-        t = time.perf_counter()
+        t, kept = time.perf_counter(), sz.answers["kept"]
         ref, scale = _reference(g, sz, seed)
-        g.gpu_lock.note("verify: reference", time.perf_counter() - t)
+        g.gpu_lock.note("verify: kept answer" if sz.answers["kept"] > kept else "verify: reference",
+                        time.perf_counter() - t)
     with piece():
         t = time.perf_counter()
         atol, rtol = task.card.tolerance()
@@ -1182,8 +1228,17 @@ def _reference_worker(g: _Grade) -> WorkerConn:
 
 def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     """The reference's float64 answer (and error scale) for the inputs of `seed`, from the task's
-    sandboxed reference worker. Its time is the grader's, not the attempt's."""
+    sandboxed reference worker. Its time is the grader's, not the attempt's. A pool seed's answer is kept
+    (`grader.answers`): a later attempt of the task takes it onto the device instead, when the task-made inputs
+    (if any) it was computed on are the ones this attempt handed out."""
     key = g.task.expert_key
+    pooled = g.answers is not None and seed in sz.plan.pool
+    kept = g.answers.get(key, sz.key, seed) if pooled else None
+    if kept is not None and (not sz.given or kept.digest == g.digests.get(seed)):
+        sz.answers["kept"] += 1
+        device = g.slot.device
+        return kept.ref.to(device), (kept.scale.to(device) if kept.scale is not None else None)
+    on = "cpu" if pooled else g.slot.device  # a kept answer is read to the host first
     t = time.perf_counter()
     fd = None
     try:
@@ -1202,10 +1257,10 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
         if in_arena:
             if conn.arena is None:
                 raise RuntimeError("answered in an arena it was never lent")
-            tensors = conn.arena.read(reply["tensors"], g.slot.device)
+            tensors = conn.arena.read(reply["tensors"], on)
             g.answers_via = "arena, pinned" if conn.arena.pinned and reply.get("arena_pinned") else "arena"
         else:
-            tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, g.slot.device), None
+            tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, on), None
             why = reply.get("arena_error") or ("no arena lent" if conn.arena is None else "answer larger than the arena")
             g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
@@ -1218,7 +1273,12 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's reference failed in its sandbox: {e}") from None
     finally:
         g.waited_s += time.perf_counter() - t
-    return tensors[0], (tensors[1] if len(tensors) > 1 else None)
+    sz.answers["computed"] += 1
+    ref, scale = tensors[0], (tensors[1] if len(tensors) > 1 else None)
+    if pooled:
+        g.answers.put(key, sz.key, seed, Answer(ref, scale, reply.get("inputs_digest") if sz.given else None))
+        ref, scale = ref.to(g.slot.device), (scale.to(g.slot.device) if scale is not None else None)
+    return ref, scale
 
 
 def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None, window=None,

@@ -133,6 +133,27 @@ def test_hidden_sizes_never_in_the_result(graded):
 
 
 @pytest.mark.slow
+def test_reference_answers_are_kept_across_attempts_of_a_task_and_still_catch_a_wrong_output():
+    """grader.answers end to end: a second attempt of the task is verified on the answers the first one's reference
+    computed (none computed again), with seeds of the same pool; a candidate right on its check call and wrong after
+    is still caught on the kept answers."""
+    wrong_later = HONEST.replace("def run(x):\n", "CALLS = [0]\ndef run(x):\n    CALLS[0] += 1\n").replace(
+        "    return e / e.sum(-1, keepdim=True)\n", "    return e / e.sum(-1, keepdim=True) * (1 + (CALLS[0] > 1))\n")
+    req = lambda aid, src: GradeRequest(attempt_id=aid, task_id=TASK, source=src, language="pytorch")  # noqa: E731
+    with GraderService(mode="zygote", workers=1) as svc:
+        first = svc.grade_one(req("first", HONEST))
+        second = svc.grade_one(req("second", HONEST))
+        wrong = svc.grade_one(req("wrong_later", wrong_later))
+    answers = [[s.loop["answers"] for s in r.sizes] for r in (first, second)]
+    assert first.status is second.status is Status.CORRECT, (first.reason, second.reason)
+    assert all(a["kept"] == 0 < a["computed"] for a in answers[0]), answers[0]
+    assert all(a["computed"] == 0 < a["kept"] for a in answers[1]), answers[1]
+    seeds = [{s for a in run for s in a["check_seeds"] + list(a["call_seeds"].values())} for run in answers]
+    assert seeds[1] and seeds[1] <= seeds[0]
+    assert (wrong.status, wrong.reason_code) == (Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH), wrong.reason
+
+
+@pytest.mark.slow
 def test_fresh_process_mode_grades_the_same():
     with GraderService(mode="fresh", workers=1) as svc:
         r = svc.grade_one(GradeRequest(attempt_id="fresh", task_id=TASK, source=HONEST, language="pytorch"))

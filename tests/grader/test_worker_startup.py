@@ -359,6 +359,9 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
         slot.finish(conn)
     assert conn.out_arena is None and not bool(arena.buf.any())  # the slot's arena, kept and scrubbed
     before = service.gpu_lock.stats()["purposes"]
+    from grader.answers import AnswerPool
+
+    service.answers = AnswerPool()  # none kept: this grade's reference computes every answer it is verified on
     r = _grade(service, "through_the_arena", HONEST)
     assert r.status.value == "correct" and r.sandbox["output_arena"] == lent, (r.reason, r.sandbox)
     # and its check work is broken down in the lock's stats: the verifications' parts, the reference worker's own

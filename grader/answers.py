@@ -1,0 +1,138 @@
+"""Reference answers kept across attempts of a task, and which calls of a size are verified (grader 0.18.0).
+
+A verification compares a call's output with the float64 answer the task's sandboxed reference computes for the
+call's seed. Until 0.18.0 every grade drew every seed fresh, so every answer was computed once, inside a check
+window that held every slot's timed calls off (H200 run 59: 2,479 answers of 44.8 ms, the largest single use of the
+device lock's draws), and thrown away. Now:
+
+1. Per task and size, the service keeps a pool of secret seeds (`AnswerPool`), drawn from the OS when first asked
+   for and never shown to a candidate. The answer of a pool seed is kept in host memory (float64, under a byte
+   budget, the least recently used dropped first), so a later attempt of the task is verified on it without the
+   reference: a copy onto the device and the comparison.
+2. Per size of an attempt, `SeedPlan` says which seed each call takes. The check calls take pool seeds. Each call
+   the timing loop can make gets a secret uniform priority; the verified timed calls are the `n` made calls of
+   lowest priority. That is a uniformly random choice among the calls made, whatever their number, as the choice
+   after the loop was before. The calls a loop of `min_reps` pairs makes take pool seeds too, those of lowest
+   priority the seeds whose answers are kept: a size timed for `min_reps` pairs (most of them) is verified on kept
+   answers only. Every other call takes a fresh seed, derived from the grade's root seed as before.
+3. No pool seed is used twice in one attempt, so no input repeats within it (threats 12 and 13). A pool seed's
+   inputs come from the same generator as a fresh seed's: the candidate cannot tell which calls may be verified.
+   Across attempts nothing of one reaches the next (its own worker, scratch, namespaces and arena; device memory a
+   process freed reaches no next process: tests/grader/test_device_memory_scrub.py, H200 run 61), so a candidate
+   cannot recognise inputs it was given before. The seeds are written in the grade's record once it is done.
+"""
+from __future__ import annotations
+
+import collections
+import math
+import secrets
+import threading
+from dataclasses import dataclass
+
+POOL_SEEDS = 32
+"""Seeds per task and size: enough for the check calls and every call of a loop of `min_reps` pairs (2 + 2 + 20 + 1
+on a GPU)."""
+
+ANSWER_BUDGET_BYTES = 2 << 30
+"""Host memory the kept answers may hold in all."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A reference's answer for one seed, on the host: the float64 (or integer) output, the error scale when the
+    card has one, and the digest of the inputs the task's own `get_inputs()` made for the seed (None otherwise)."""
+
+    ref: object
+    scale: object | None
+    digest: str | None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.ref, self.scale) if t is not None)
+
+
+class AnswerPool:
+    """The service's kept answers, shared by its slots (thread-safe). Keys: a task (`task_id@revision`) and a size
+    (`size_key`); the device is the service's one."""
+
+    def __init__(self, seeds_per_size: int = POOL_SEEDS, budget_bytes: int = ANSWER_BUDGET_BYTES):
+        self.seeds_per_size = seeds_per_size
+        self.budget_bytes = budget_bytes
+        self._lock = threading.Lock()
+        self._seeds: dict[tuple[str, str], list[int]] = {}
+        self._answers: collections.OrderedDict[tuple[str, str, int], Answer] = collections.OrderedDict()
+        self.held_bytes = 0
+        self.kept = self.computed = self.dropped = 0
+
+    def order(self, task: str, size: str, rng) -> list[int]:
+        """The size's pool seeds for one attempt: those with a kept answer first, each part in an order of `rng`
+        (the grade's secret generator)."""
+        with self._lock:
+            seeds = self._seeds.get((task, size))
+            if seeds is None:
+                seeds = self._seeds[(task, size)] = [secrets.randbits(63) for _ in range(self.seeds_per_size)]
+            kept = [s for s in seeds if (task, size, s) in self._answers]
+            rest = [s for s in seeds if (task, size, s) not in self._answers]
+        rng.shuffle(kept)
+        rng.shuffle(rest)
+        return kept + rest
+
+    def get(self, task: str, size: str, seed: int) -> Answer | None:
+        with self._lock:
+            got = self._answers.get((task, size, seed))
+            if got is not None:
+                self._answers.move_to_end((task, size, seed))
+                self.kept += 1
+            return got
+
+    def put(self, task: str, size: str, seed: int, answer: Answer) -> None:
+        """Keep `answer`, dropping the least recently used beyond the budget (an answer larger than the whole
+        budget is not kept)."""
+        nbytes = answer.nbytes
+        with self._lock:
+            self.computed += 1
+            if nbytes > self.budget_bytes or (task, size, seed) in self._answers:
+                return
+            self._answers[(task, size, seed)] = answer
+            self.held_bytes += nbytes
+            while self.held_bytes > self.budget_bytes:
+                _, old = self._answers.popitem(last=False)
+                self.held_bytes -= old.nbytes
+                self.dropped += 1
+
+    def stats(self) -> dict:
+        with self._lock:
+            return {"answers_kept_used": self.kept, "answers_computed": self.computed, "answers_dropped": self.dropped,
+                    "answers_held": len(self._answers), "held_bytes": self.held_bytes}
+
+
+class SeedPlan:
+    """Which seed each call of one size of one attempt takes, and which timed calls are verified.
+
+    `order`: the pool's seeds for this attempt (`AnswerPool.order`; empty without a pool). `check_calls` of them go
+    to the check calls. Each of the `positions` calls the timing loop can make (warm-up, timed and traced calls, in
+    the order they are made) gets a secret uniform priority from `rng`; the first `pooled` positions (the calls a
+    loop of `min_reps` pairs makes) take the remaining pool seeds, in order of priority."""
+
+    def __init__(self, order: list[int], check_calls: int, positions: int, pooled: int, rng):
+        self.check = order[:check_calls]
+        self.priority = [rng.random() for _ in range(positions)]
+        rest = order[check_calls:]
+        first = sorted(range(min(pooled, positions)), key=self.priority.__getitem__)
+        self.calls = dict(zip(first, rest))
+        self.pool = frozenset(self.check) | frozenset(self.calls.values())
+
+    def check_seed(self, i: int) -> int | None:
+        """The pool seed of check call `i`, or None (a fresh one)."""
+        return self.check[i] if i < len(self.check) else None
+
+    def call_seed(self, position: int) -> int | None:
+        """The pool seed of the loop's call at `position`, or None (a fresh one)."""
+        return self.calls.get(position)
+
+    def verified(self, made: int, n: int) -> list[int]:
+        """The positions of the `n` calls, of the first `made`, to verify: those of lowest priority, a uniformly
+        random choice. A position past the priorities drawn (never, with `positions` the loop's most calls) ranks
+        last."""
+        rank = lambda k: self.priority[k] if k < len(self.priority) else math.inf  # noqa: E731
+        return sorted(range(made), key=rank)[:n]

@@ -1,0 +1,79 @@
+"""grader.answers: the pool of seeds whose reference answers are kept across attempts, and which calls are verified."""
+from __future__ import annotations
+
+import collections
+import random
+
+import torch
+
+from grader.answers import Answer, AnswerPool, SeedPlan
+
+
+def _answer(n: int, digest: str | None = None) -> Answer:
+    return Answer(torch.zeros(n, dtype=torch.float64), None, digest)
+
+
+def test_a_pool_is_secret_per_task_and_size_and_puts_the_seeds_with_kept_answers_first():
+    pool = AnswerPool(seeds_per_size=8)
+    rng = random.Random(1)
+    first = pool.order("t@1", "N=4", rng)
+    assert len(set(first)) == 8 and sorted(pool.order("t@1", "N=4", rng)) == sorted(first)  # the same pool
+    assert not set(first) & set(pool.order("t@1", "N=8", rng)) and not set(first) & set(pool.order("t@2", "N=4", rng))
+    assert AnswerPool(seeds_per_size=8).order("t@1", "N=4", rng) != first  # drawn from the OS per service
+    pool.put("t@1", "N=4", first[5], _answer(4))
+    pool.put("t@1", "N=4", first[2], _answer(4))
+    for _ in range(20):
+        again = pool.order("t@1", "N=4", rng)
+        assert set(again[:2]) == {first[5], first[2]} and sorted(again) == sorted(first)
+    orders = {tuple(pool.order("t@1", "N=4", rng)) for _ in range(20)}
+    assert len(orders) > 1  # each attempt's order is its own (the grade's secret generator)
+
+
+def test_kept_answers_stay_under_their_byte_budget_least_recently_used_out_first():
+    pool = AnswerPool(budget_bytes=3 * 8 * 100)
+    for seed in (1, 2, 3):
+        pool.put("t", "s", seed, _answer(100))
+    assert pool.get("t", "s", 1) is not None  # 1 is now the most recently used
+    pool.put("t", "s", 4, _answer(100))
+    assert pool.get("t", "s", 2) is None and all(pool.get("t", "s", k) is not None for k in (1, 3, 4))
+    pool.put("t", "s", 5, _answer(1000))  # larger than the whole budget: not kept, nothing dropped for it
+    assert pool.get("t", "s", 5) is None and pool.held_bytes == 3 * 800
+    stats = pool.stats()
+    assert stats["answers_computed"] == 5 and stats["answers_dropped"] == 1 and stats["answers_held"] == 3
+    assert stats["answers_kept_used"] == 4
+    assert pool.get("t", "other size", 1) is None and pool.get("other task", "s", 1) is None
+
+
+def test_a_plan_gives_every_seed_once_and_the_lowest_priority_pooled_calls_the_seeds_of_kept_answers():
+    order = list(range(100, 132))  # what AnswerPool.order gives: kept answers first
+    for r in range(50):
+        plan = SeedPlan(order, check_calls=2, positions=153, pooled=23, rng=random.Random(r))
+        assert plan.check == [100, 101] and plan.check_seed(0) == 100 and plan.check_seed(2) is None
+        assert sorted(plan.calls) == list(range(23)) and plan.call_seed(23) is None and plan.call_seed(152) is None
+        seeds = plan.check + list(plan.calls.values())
+        assert len(set(seeds)) == len(seeds) == 25 and plan.pool == frozenset(seeds)
+        by_priority = sorted(range(23), key=plan.priority.__getitem__)
+        assert [plan.calls[k] for k in by_priority] == list(range(102, 125))
+        # a loop of min_reps pairs makes exactly the pooled calls: its verified calls take the first seeds after the
+        # check calls', those whose answers are kept
+        assert sorted(plan.calls[k] for k in plan.verified(23, 4)) == [102, 103, 104, 105]
+    short = SeedPlan(order[:5], check_calls=2, positions=10, pooled=8, rng=random.Random(0))  # a small pool
+    assert len(short.calls) == 3 and set(short.calls.values()) == {102, 103, 104}
+    assert SeedPlan([], check_calls=2, positions=10, pooled=8, rng=random.Random(0)).pool == frozenset()
+
+
+def test_the_verified_calls_are_a_uniformly_random_choice_among_those_made_however_many():
+    """Whatever the loop's length, every call made is as likely to be verified (threat 12: a candidate that turns
+    bad after some calls is caught wherever it turns), and the choice is the plan's alone."""
+    for made, n in ((23, 4), (8, 4), (60, 4)):
+        counts = collections.Counter()
+        trials = 4000
+        for r in range(trials):
+            plan = SeedPlan(list(range(32)), check_calls=2, positions=153, pooled=23, rng=random.Random(r))
+            chosen = plan.verified(made, n)
+            assert len(set(chosen)) == n and all(0 <= k < made for k in chosen)
+            counts.update(chosen)
+        expected = trials * n / made
+        assert all(abs(counts[k] - expected) < 5 * expected ** 0.5 for k in range(made)), (made, counts)
+    plan = SeedPlan([], check_calls=2, positions=5, pooled=5, rng=random.Random(0))
+    assert sorted(plan.verified(3, 10)) == [0, 1, 2]  # never more than were made
