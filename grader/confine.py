@@ -4,21 +4,39 @@ An importer must learn things about a task that only running its reference tells
 shape and dtype, its FLOPs). That code is as untrusted as a candidate: it runs here, in a process
 that enters the same sandbox as a worker (mount, network, IPC and PID namespaces, a root of its own
 with a private /proc and /tmp, the checkout and every non-system directory hidden, an unprivileged uid
-of its own, resource limits, a scrubbed environment). The caller hands over the program's text and its stdin
+of its own, resource limits, a scrubbed environment), with no GPU: CUDA_VISIBLE_DEVICES is empty and the host's
+GPU device nodes are covered, so code that sets the variable again still reaches no device. The caller hands over the program's text and its stdin
 and gets back its stdout: the importer never executes corpus code itself.
 
     python -m grader.confine        (the child; its config comes in KERNELTRAJ_CONFINE)
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
+import stat
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass
 
 _CONFIG_VAR = "KERNELTRAJ_CONFINE"
+
+GPU_NODES = ("/dev/nvidia*", "/dev/nvidia-caps/*", "/dev/dri/*")
+"""Where a host's GPU device nodes are: NVIDIA's (the control device, each GPU, UVM, capabilities) and DRM's."""
+
+
+def gpu_nodes(patterns: tuple[str, ...] = GPU_NODES) -> list[str]:
+    """The character devices matching `patterns`: what a confined child's sandbox covers (`sandbox.enter(cover)`)."""
+    found = []
+    for path in sorted({p for pattern in patterns for p in glob.glob(pattern)}):
+        try:
+            if stat.S_ISCHR(os.stat(path).st_mode):
+                found.append(path)
+        except OSError:
+            pass
+    return found
 
 
 @dataclass(frozen=True)
@@ -37,19 +55,22 @@ class Confined:
 
 def run_confined(program: str, stdin: bytes, timeout_s: float, *, memory_mb: int = 8192, fsize_mb: int = 16,
                  nproc: int = 64, tmp_mb: int = 512, hide_extra: list[str] = (), preload: list[str] = (),
-                 output_cap: int = 64 << 20, env_extra: dict[str, str] | None = None) -> Confined:
+                 output_cap: int = 64 << 20, env_extra: dict[str, str] | None = None,
+                 cover: list[str] | None = None) -> Confined:
     """Run `program` (Python source) in a sandboxed CPU-only child fed `stdin`; never raises for what
     the program does. Every process it leaves is killed before this returns. `preload`: modules of the grader's
     the program may import (imported before the sandbox hides the checkout). `output_cap`: the most bytes kept of
     its stdout and of its stderr; a program that writes more is killed (corpus code must not fill our memory).
-    `env_extra`: variables set for it besides the scrubbed environment's."""
+    `env_extra`: variables set for it besides the scrubbed environment's. `cover`: device nodes covered by
+    /dev/null in its sandbox (default: the host's GPU's, `gpu_nodes`)."""
     from grader import launcher, sandbox
 
     uid, lock = launcher.claim_uid() if os.geteuid() == 0 else (None, None)
     env = dict(launcher.base_env("cpu"), **(env_extra or {}), CUDA_VISIBLE_DEVICES="")
     config = {"program": program, "hide": launcher.sealed_paths(list(hide_extra)), "reveal": launcher.revealed_paths(),
               "uid": uid, "memory_mb": memory_mb, "fsize_mb": fsize_mb, "nproc": nproc, "tmp_mb": tmp_mb,
-              "preload": [m for m in preload if m.startswith("grader.")]}
+              "preload": [m for m in preload if m.startswith("grader.")],
+              "cover": gpu_nodes() if cover is None else list(cover)}
     env[_CONFIG_VAR] = json.dumps(config)
     proc = subprocess.Popen([sys.executable, "-m", "grader.confine"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True)
@@ -124,7 +145,8 @@ def _child() -> None:
     layers = sandbox.enter(hide=config["hide"], reveal=config["reveal"], tmp_mb=tmp_mb, uid=config["uid"],
                            nproc=config["nproc"], nofile=256, fsize_mb=config["fsize_mb"],
                            address_space_mb=config["memory_mb"], pid_ns_off=namespaces.off,
-                           own_root_off=sandbox.probe_own_root(config["hide"], config["reveal"], tmp_mb))
+                           own_root_off=sandbox.probe_own_root(config["hide"], config["reveal"], tmp_mb),
+                           cover=config.get("cover", []))
     sys.stderr.write(json.dumps(layers) + "\n")  # the first line of stderr: what it runs under
     sys.stderr.flush()
     scratch = layers["scratch"] if layers["scratch"] != "off" else None

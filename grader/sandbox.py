@@ -59,9 +59,10 @@ def _check(rc: int, what: str) -> None:
 
 def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | None, nproc: int, nofile: int,
           fsize_mb: int, address_space_mb: int | None, network: bool = False, pid_ns_off: str = "",
-          own_root_off: str = "") -> dict:
+          own_root_off: str = "", cover: list[str] = ()) -> dict:
     """Apply every layer it can; return {layer: True/False or detail}. `pid_ns_off`, `own_root_off`: why
-    the zygote's probe found the host refusing that layer (see `PidNamespaces`, `probe_own_root`)."""
+    the zygote's probe found the host refusing that layer (see `PidNamespaces`, `probe_own_root`). `cover`: device
+    nodes this process must not reach (a CPU-only child's GPU: grader.confine), each covered by /dev/null."""
     layers: dict[str, object] = {}
     _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
     layers["pdeathsig"] = True
@@ -89,6 +90,8 @@ def enter(*, hide: list[str], reveal: list[str] = (), tmp_mb: int, uid: int | No
         layers["private_proc"] = layers["pid_ns"]
         layers["hidden_paths"] = hidden
         layers["tmp_mb"] = tmp_mb
+        if cover:
+            layers["covered_devices"] = _cover(cover)
     scratch = "/tmp/work" if layers["mount_ns"] is True else None
     if scratch:
         os.makedirs(scratch, mode=0o700, exist_ok=True)
@@ -358,6 +361,21 @@ def _detach(path: str) -> None:
 def _return_to(root_fd: int) -> None:
     os.fchdir(root_fd)
     os.chroot(".")
+
+
+def _cover(nodes: list[str]) -> list[str]:
+    """Bind /dev/null over each device node, in this mount namespace only (its mounts are private): opening one
+    opens nothing, and a driver's first call there fails. Returns the nodes covered, and "off: <node> (<why>)" for
+    one the host refused; a node that is not there is skipped."""
+    covered = []
+    for node in dict.fromkeys(nodes):
+        if not os.path.exists(node) or os.path.isdir(node):
+            continue
+        if _libc.mount(b"/dev/null", node.encode(), None, MS_BIND, None) == 0:
+            covered.append(node)
+        else:
+            covered.append(f"off: {node} ({os.strerror(ctypes.get_errno())})")
+    return covered
 
 
 def _hide_in_place(hide: list[str], reveal: list[str], tmp_mb: int, fresh_proc: bool) -> list[str]:

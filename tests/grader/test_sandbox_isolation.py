@@ -456,3 +456,39 @@ def test_a_confined_program_that_floods_its_output_is_killed_at_the_cap_and_one_
     fine = run_confined("import os, sys\nsys.stdout.write(f\"{len(sys.stdin.buffer.read())} {os.environ['KT_X']}\")\n",
                         b"z" * (4 << 20), 60, env_extra={"KT_X": "9.0+PTX"})
     assert fine.stdout == f"{4 << 20} 9.0+PTX".encode() and not fine.overflowed and fine.returncode == 0
+
+
+@needs_root
+def test_a_confined_child_reaches_no_device_node_it_covers_and_the_hosts_stays_as_it_was():
+    """grader.confine covers the host's GPU device nodes (`gpu_nodes`) with /dev/null in its child's sandbox, so
+    import-time corpus code that sets CUDA_VISIBLE_DEVICES again still opens no device. /dev/full stands in for a
+    GPU's node here (CI has none): in the child it is /dev/null, on the host it is itself."""
+    from grader.confine import gpu_nodes, run_confined
+
+    program = ("import os, sys\nst = os.stat('/dev/full')\n"
+               "sys.stdout.write(repr((os.major(st.st_rdev), os.minor(st.st_rdev))))\n")
+    run = run_confined(program, b"", 60, cover=["/dev/full", "/dev/no_such_node"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    null, full = os.stat("/dev/null").st_rdev, os.stat("/dev/full").st_rdev
+    assert eval(run.stdout) == (os.major(null), os.minor(null))  # noqa: S307 - our own program's repr
+    assert run.sandbox["covered_devices"] == ["/dev/full"] and full != null
+    assert gpu_nodes(("/dev/nul*", "/tmp")) == ["/dev/null"]  # character devices only
+
+
+@pytest.mark.gpu
+@needs_root
+def test_on_a_gpu_host_a_confined_child_cannot_reach_the_device_even_asking_for_it():
+    """The builders' and the importer's probes' children (grader.confine) on a GPU host: with the GPU's nodes covered,
+    a program that names the device again and initialises the driver gets an error, not a context."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from grader.confine import gpu_nodes, run_confined
+
+    assert gpu_nodes(), "a CUDA device with no /dev/nvidia* node"
+    program = ("import ctypes, os, sys\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n"
+               "sys.stdout.write(str(ctypes.CDLL('libcuda.so.1').cuInit(0)))\n")
+    run = run_confined(program, b"", 60)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert int(run.stdout) != 0 and all(not str(n).startswith("off") for n in run.sandbox["covered_devices"]), run
