@@ -880,9 +880,7 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool
     """One call of the expert, exactly as a candidate's timed call is made (`gated` in the timing loop's
     pairs, through the loop's windows); the worker's reply. Its output is kept only when asked (`_expert_output`):
     the expert is trusted, and the candidate's kept outputs already fill the budget."""
-    msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert")
-    msg["gated"] = gated
-    msg["fill_behind"] = gated and g.effort.fill_behind and not sz.given
+    msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert", gated=gated)
     msg["keep"] = keep
     t = time.monotonic()
     try:
@@ -901,12 +899,14 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool
     return reply
 
 
-def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False
-              ) -> tuple[dict, int | None]:
-    """A call's message, and the descriptor of its inputs when the task makes them itself."""
+def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False,
+              gated: bool | None = None) -> tuple[dict, int | None]:
+    """A call's message, and the descriptor of its inputs when the task makes them itself. `gated`: through the
+    launch gate (default: a timed call is)."""
+    gated = tag == "timed" if gated is None else gated
     msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": keep_inputs,
-           "tag": tag, "trace": trace, "gated": tag == "timed", "behind": not g.effort.draw_before_gate,
-           "fill_behind": tag == "timed" and g.effort.fill_behind and not sz.given}
+           "tag": tag, "trace": trace, "gated": gated, "behind": not g.effort.draw_before_gate,
+           "fill_behind": gated and g.effort.fill_behind and not sz.given}
     if not sz.given:
         return msg, None
     given, fd = _task_inputs(g, sz, seed)
@@ -1236,8 +1236,10 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     kept = g.answers.get(key, sz.key, seed) if pooled else None
     if kept is not None and (not sz.given or kept.digest == g.digests.get(seed)):
         sz.answers["kept"] += 1
-        device = g.slot.device
-        return kept.ref.to(device), (kept.scale.to(device) if kept.scale is not None else None)
+        t, device = time.perf_counter(), g.slot.device
+        ref, scale = kept.ref.to(device), (kept.scale.to(device) if kept.scale is not None else None)
+        g.waited_s += time.perf_counter() - t  # the grader's time, as the reference's is
+        return ref, scale
     on = "cpu" if pooled else g.slot.device  # a kept answer is read to the host first
     t = time.perf_counter()
     fd = None
