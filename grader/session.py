@@ -1131,12 +1131,15 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
             if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
                 raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
             g.gpu_lock.note("verify: inputs", time.perf_counter() - t_in)
-    with piece():
+    with contextlib.ExitStack() as held:
+        held.enter_context(piece())
         t, kept = time.perf_counter(), sz.answers["kept"]
         ref, scale = _reference(g, sz, seed)
-        g.gpu_lock.note("verify: kept answer" if sz.answers["kept"] > kept else "verify: reference",
-                        time.perf_counter() - t)
-    with piece():
+        kept = sz.answers["kept"] > kept
+        g.gpu_lock.note("verify: kept answer" if kept else "verify: reference", time.perf_counter() - t)
+        if not kept:  # a kept answer's copy is short: its comparison shares its hold, a computed one's takes its own
+            held.close()
+            held.enter_context(piece())
         t = time.perf_counter()
         atol, rtol = task.card.tolerance()
         verdict = compare(tensors[0], ref, atol, rtol, scale)

@@ -428,11 +428,15 @@ def test_check_windows_each_piece_of_check_work_and_a_warm_experts_first_call_at
     of its verification (fetch, inputs, reference, comparison) and the expert's first call, once its worker has
     run at the size (the call that compiles holds nothing), each take a check window; on the CPU a timing loop
     holds the device alone, and its timed outputs are verified in it. Graded twice, the second grade's expert is
-    warm at every size."""
+    warm at every size. A verification on a kept answer (grader.answers) compares in the answer's own window."""
     if not (service.effort.check_windows and service.effort.check_calls == 1):
         pytest.skip("the count is the CPU's effort's: one check call a size")
+    from grader.answers import AnswerPool
+
     _grade(service, "check_windows_warm", HONEST)
-    before = service.gpu_lock.stats()["check_windows"]
-    r = _grade(service, "check_windows_counted", HONEST)
-    assert r.status is Status.CORRECT, r.reason
-    assert service.gpu_lock.stats()["check_windows"] - before == 6 * len(r.sizes) - 1, r.sizes
+    service.answers = AnswerPool()  # none kept: every answer computed, then kept for the third grade
+    for name, windows in (("check_windows_counted", 6), ("check_windows_on_kept_answers", 5)):
+        before = service.gpu_lock.stats()["check_windows"]
+        r = _grade(service, name, HONEST)
+        assert r.status is Status.CORRECT, r.reason
+        assert service.gpu_lock.stats()["check_windows"] - before == windows * len(r.sizes) - 1, (name, r.sizes)
