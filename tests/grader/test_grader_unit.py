@@ -622,7 +622,8 @@ def test_the_lock_counts_the_wall_time_draws_hold_and_device_windows_wait_on_the
     stats = lock.stats()
     assert 0.3 <= stats["draws_held_s"] < stats["draw_window_s"], stats  # 0.45 holder-seconds over ~0.3 s of wall
     on_draws, waiting = stats["device_waiting_on_draws_s"], stats["device_waiting_s"]
-    assert 0.0 < on_draws <= waiting < on_draws + 0.1 and waiting <= stats["draws_held_s"], stats  # the hand-over
+    # the hand-over: a waiting window is let in a thread wake-up after the last draw ends (ms, more on a loaded host)
+    assert 0.0 < on_draws <= waiting < on_draws + 0.1 and waiting <= stats["draws_held_s"] + 0.1, stats
     assert stats["window_s"] >= 0.05 and stats["windows"] == 2, stats
 
 
