@@ -5,6 +5,8 @@ below keeps the tests that share an expensive fixture on one worker and starts t
 `release_project` is materialised once per session however many workers ask for it."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import pickle
@@ -16,6 +18,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -96,6 +99,29 @@ def project_env(root: Path, inputs: tuple[Path, ...]) -> dict[str, str]:
         "DAGSTER_HOME": str(root / "dagster_home"),
     })
     return env
+
+
+def run_cli(env: dict[str, str], *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`kerneltraj ARGS` run in this process, with `env` as its whole environment and `cwd` as its folder, as a
+    finished process: exit status, stdout, stderr. The same code as the console script (`pipelines.cli.main`),
+    without a fresh interpreter importing dagster, duckdb and torch again: seconds per command, more on two busy
+    cores. For tests of what a command does; a test of the process itself (its one-line stderr, its exit, a kill)
+    starts a real one, and so does one test of each of `release` and `publish` (tests/conftest.py's shared release,
+    tests/pipelines/publishing/test_publish.py)."""
+    from pipelines import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    with mock.patch.dict(os.environ, env, clear=True), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        try:
+            os.chdir(cwd or here)
+            code = cli.main(list(args))
+        except SystemExit as e:  # argparse's usage errors and -h
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        finally:
+            os.chdir(here)
+    return subprocess.CompletedProcess(["kerneltraj", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture()
@@ -181,8 +207,8 @@ class ReleaseProject:
         return Settings.from_env(self.env)
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=self.env, cwd=self.root,
-                              capture_output=True, text=True, timeout=120)
+        """`kerneltraj ARGS` on this project, in this process (`run_cli`)."""
+        proc = run_cli(self.env, *args, cwd=self.root)
         if check:
             assert proc.returncode == 0, proc.stderr[-3000:]
         return proc
