@@ -3,7 +3,9 @@ local Hub on 127.0.0.1 (tests/hub_server.py, git-backed), then loading it back w
 
 The release is materialised once per pytest session by the real CLI on a slice of the demo corpus
 (`release_project` in tests/conftest.py, also read by tests/assets/test_pipeline.py and
-tests/pipelines/defs/test_browser.py).
+tests/pipelines/defs/test_browser.py). The first publish runs `kerneltraj publish` in a process of its own, as a
+user does; the other commands run in this process (tests/conftest.py `run_cli`), and `datasets` reads the
+published release once, in one fresh process, for every test that looks at it (`from_hub`).
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ import pytest
 
 from tests.hub_server import LocalHub
 from pipelines.core.settings import Settings
-from tests.conftest import CUDA_ATTEMPT, HELDOUT_TASK, REPO_ROOT, VALIDATION_TASK, release_env
+from tests.conftest import CUDA_ATTEMPT, HELDOUT_TASK, REPO_ROOT, VALIDATION_TASK, release_env, run_cli
 
 pytestmark = pytest.mark.hub
 
@@ -43,8 +45,8 @@ def hub(tmp_path_factory):
 
 
 def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], env=env or release_env(root),
-                          cwd=root, capture_output=True, text=True, timeout=180)
+    """`kerneltraj ARGS` on the project at `root`, in this process."""
+    return run_cli(env or release_env(root), *args, cwd=root)
 
 
 def hub_env(root: Path, hub: LocalHub) -> dict[str, str]:
@@ -93,7 +95,8 @@ def test_dry_run_writes_the_exact_commit_without_network(project, tmp_path):
 
 def test_publish_tags_one_commit_and_republish_makes_none(project, hub, monkeypatch):
     env = hub_env(project, hub)
-    first = cli(project, "publish", env=env)
+    first = subprocess.run([sys.executable, "-m", "pipelines.cli", "publish"], env=env, cwd=project,
+                           capture_output=True, text=True, timeout=180)
     assert first.returncode == 0, first.stderr[-3000:]
     rec = json.loads(first.stdout)
     folder = Settings.from_env(env).releases_dir / "v0.1.0"
@@ -126,12 +129,29 @@ def test_publish_tags_one_commit_and_republish_makes_none(project, hub, monkeypa
     assert any(c["name"] == "release:release_matches_warehouse" for c in pub["checks"])
 
 
-def load_from_hub(project: Path, hub: LocalHub, tmp_path: Path, code: str) -> dict:
-    """Run `code` (which prints one JSON line last) with the real `datasets` against the local Hub."""
+@pytest.fixture(scope="module")
+def from_hub(project, hub, tmp_path_factory) -> dict:
+    """What the real `datasets` reads from the local Hub at v0.1.0, in one fresh process: every config (`default`
+    for the one a plain `load_dataset(repo)` gives), each split's columns and rows; and `old_config`, whether the
+    former `trajectories_test_heldout` config still loads."""
     if not (Settings.from_env(hub_env(project, hub)).releases_dir / "v0.1.0.published.json").is_file():
         pytest.fail("run with test_publish_tags_one_commit_and_republish_makes_none: nothing published yet")
+    code = f"""
+        import json, datasets
+        out = {{"configs": {{}}}}
+        for config in (None, "attempts", "grades", "revalidated", "tasks", "splits"):
+            ds = datasets.load_dataset({REPO!r}, config, revision="v0.1.0")
+            out["configs"][config or "default"] = {{name: {{"columns": d.column_names, "rows": d.to_list()}}
+                                                   for name, d in ds.items()}}
+        try:
+            datasets.load_dataset({REPO!r}, "trajectories_test_heldout", revision="v0.1.0")
+            out["old_config"] = True
+        except ValueError:
+            out["old_config"] = False
+        print(json.dumps(out, default=str))
+    """
     env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0",
-           "HF_HOME": str(tmp_path / "hf_home"), "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_TELEMETRY": "1",
+           "HF_HOME": str(tmp_path_factory.mktemp("hf_home")), "HF_TOKEN": TOKEN, "HF_HUB_DISABLE_TELEMETRY": "1",
            "HF_HUB_DISABLE_PROGRESS_BARS": "1", "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
                           timeout=300)
@@ -139,39 +159,27 @@ def load_from_hub(project: Path, hub: LocalHub, tmp_path: Path, code: str) -> di
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_published_config_loads_with_datasets(project, hub, tmp_path):
-    got = load_from_hub(project, hub, tmp_path, f"""
-        import json, datasets
-        ds = datasets.load_dataset({REPO!r}, "grades", revision="v0.1.0")
-        print(json.dumps({{"rows": sum(d.num_rows for d in ds.values()), "columns": ds["train"].column_names}}))
-    """)
+def rows_of(got: dict, config: str) -> list[dict]:
+    """Every row of one config, over its splits."""
+    return [r for split in got["configs"][config].values() for r in split["rows"]]
+
+
+def test_published_config_loads_with_datasets(project, from_hub):
+    grades = from_hub["configs"]["grades"]
     configs = json.loads(cli(project, "status", "--json").stdout)["release"]["configs"]
-    assert got["rows"] == configs["grades"] > 0
-    assert {"attempt_id", "grading_pass", "reward", "status", "backend", "graded_here", "split"} <= set(got["columns"])
+    assert len(rows_of(from_hub, "grades")) == configs["grades"] > 0
+    assert {"attempt_id", "grading_pass", "reward", "status", "backend", "graded_here", "split"} <= set(
+        grades["train"]["columns"])
 
 
-def test_default_config_has_real_splits_and_no_heldout_task_outside_test_heldout(project, hub, tmp_path):
+def test_default_config_has_real_splits_and_no_heldout_task_outside_test_heldout(from_hub):
     """What `datasets.load_dataset(repo)` gives a lab: train / validation / test_heldout, each row in its own
     split, and no task of a held-out family or lineage anywhere but test_heldout, in any config."""
     from pipelines.curation.split_policy import DEFAULT_POLICY
 
-    got = load_from_hub(project, hub, tmp_path, f"""
-        import json, datasets
-        out = {{}}
-        for config in (None, "attempts", "grades", "revalidated", "tasks", "splits"):
-            ds = datasets.load_dataset({REPO!r}, config, revision="v0.1.0")
-            out[config or "default"] = {{name: [{{"task_id": r["task_id"], "split": r["split"],
-                                                  **({{"family": r["family"], "lineage": r["lineage"]}}
-                                                     if config == "splits" else {{}})}} for r in d]
-                                         for name, d in ds.items()}}
-        try:
-            datasets.load_dataset({REPO!r}, "trajectories_test_heldout", revision="v0.1.0")
-            out["old_config"] = True
-        except ValueError:
-            out["old_config"] = False
-        print(json.dumps(out))
-    """)
-    assert got.pop("old_config") is False  # the split is a split now, not a config holding a `train` split
+    got = {config: {name: split["rows"] for name, split in splits.items()}
+           for config, splits in from_hub["configs"].items()}
+    assert from_hub["old_config"] is False  # the split is a split now, not a config holding a `train` split
     assert set(got["default"]) == {"train", "validation", "test_heldout"}
     manifest = got["splits"]
     held_out = {r["task_id"] for rows in manifest.values() for r in rows
@@ -186,17 +194,11 @@ def test_default_config_has_real_splits_and_no_heldout_task_outside_test_heldout
     assert HELDOUT_TASK in tasks["test_heldout"] and VALIDATION_TASK in tasks["validation"]
 
 
-def test_every_reward_says_where_it_was_measured_and_if_it_was_rechecked(project, hub, tmp_path):
+def test_every_reward_says_where_it_was_measured_and_if_it_was_rechecked(project, from_hub):
     from pipelines.reporting.release_card import REVALIDATION_STATES
 
-    got = load_from_hub(project, hub, tmp_path, f"""
-        import json, datasets
-        ds = datasets.load_dataset({REPO!r}, revision="v0.1.0")
-        out = {{"turns": [t for d in ds.values() for r in d for t in r["turns"]]}}
-        for config in ("grades", "revalidated", "attempts"):
-            out[config] = [r for d in datasets.load_dataset({REPO!r}, config, revision="v0.1.0").values() for r in d]
-        print(json.dumps(out, default=str))
-    """)
+    got = {"turns": [t for r in rows_of(from_hub, "default") for t in r["turns"]],
+           **{config: rows_of(from_hub, config) for config in ("grades", "revalidated", "attempts")}}
     turns = {t["attempt_id"]: t for t in got["turns"]}
     assert len(turns) == len((project / "attempts.jsonl").read_text().splitlines())
     for t in turns.values():
