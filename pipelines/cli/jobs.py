@@ -21,9 +21,9 @@ from pipelines.cli.instance import RUN_TAG_HOST, RUN_TAG_PID, ensure_dagster_hom
 class ReleaseProgress:
     """Dagster event listener: stage names as they start and finish, a tqdm bar while grading."""
 
-    def __init__(self, stages: Sequence[str], out=sys.stderr):
+    def __init__(self, stages: Sequence[str], out=None):
         self.stages = list(stages)
-        self.out = out
+        self.out = out or sys.stderr  # the stream of the moment, not the one at import: a caller may redirect it
         self.bar = None
         self.started: dict[str, float] = {}
         self.failed_checks: list[str] = []

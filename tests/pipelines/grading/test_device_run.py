@@ -5,7 +5,9 @@ The record tests are pure (hand-made GradeResults in a records folder). The end-
 this CPU, as it runs across machines: `kerneltraj device-plan`; `bench/gpu_label_survival.py` in two calls, the
 second on an empty state seeded from the first's records; `kerneltraj release --device-records` on the first
 call's records (it stops at the recheck and names what it lacks) and on the second's; `kerneltraj status --json`.
-It checks that every stored grade is the recorded one, not a regrade.
+It checks that every stored grade is the recorded one, not a regrade. The device run's calls are processes of their
+own, as on the GPU machine; the `kerneltraj` commands run in this process (tests/conftest.py `run_cli`), since
+the shared release's tests already run `kerneltraj release` in a process of its own.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from pipelines.grading.client import GradeOutcome, GraderSpec, GradingIncomplete
 from pipelines.grading.device_run import GRADES_FILE, SETTINGS_FILE, outcome_record, source_sha256
 from pipelines.grading.recorded import RecordedGrader, RecordsMismatch
 from pipelines.grading.replay import ReplayPlan, Setting, replay_seed
-from tests.conftest import REPO_ROOT, checkpoint_pair, project_env
+from tests.conftest import REPO_ROOT, checkpoint_pair, project_env, run_cli
 
 SPEC = GraderSpec(profile="cpu", timeout_s=60)
 
@@ -126,7 +128,12 @@ def test_a_release_takes_every_grade_from_a_device_runs_records(tmp_path, demo_f
         assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
         return proc
 
-    run(sys.executable, "-m", "pipelines.cli", "device-plan", "--out", "plan")
+    def kerneltraj(*args: str) -> subprocess.CompletedProcess:
+        proc = run_cli(env, *args, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        return proc
+
+    kerneltraj("device-plan", "--out", "plan")
     plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
     assert plan["counts"] == {"primary": 3, "revalidation": 3, "checkpoint": 2} and plan["rows_refused_at_ingest"] == 1
     device = [sys.executable, str(REPO_ROOT / "bench" / "gpu_label_survival.py"), "--plan", "plan", "--workers",
@@ -141,12 +148,11 @@ def test_a_release_takes_every_grade_from_a_device_runs_records(tmp_path, demo_f
     assert sorted(g["pass"] for g in grades).count("primary") == 3
 
     # The first call's records hold no recheck: the release stops there and says which grades it lacks.
-    part = subprocess.run([sys.executable, "-m", "pipelines.cli", "release", "--device-records", "out1"], env=env,
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    part = run_cli(env, "release", "--device-records", "out1", cwd=tmp_path)
     assert part.returncode == 1
     assert ("FAILED revalidated_records: pipelines.grading.client.GradingIncomplete: 3 of 3 requests were not "
             "graded in the device run") in part.stderr, part.stderr[-3000:]
-    out = run(sys.executable, "-m", "pipelines.cli", "release", "--device-records", str(records)).stderr
+    out = kerneltraj("release", "--device-records", str(records)).stderr
     assert "written to" in out and "FAILED" not in out
     import duckdb
 
@@ -161,13 +167,13 @@ def test_a_release_takes_every_grade_from_a_device_runs_records(tmp_path, demo_f
         assert mine == [s["cand_ms"] for s in g["result"]["sizes"]], g["result"]["attempt_id"]
     assert len(stored) == len(graded) and any(s for s in stored.values())
     assert replayed == (1, "cpu")
-    status = json.loads(run(sys.executable, "-m", "pipelines.cli", "status", "--json").stdout)
+    status = json.loads(kerneltraj("status", "--json").stdout)
     settings = status["revalidation"]["contention"]["settings"]
     assert [(s["setting"], s["device"]) for s in settings] == [("isolated", "cpu")]
     recheck = status["revalidation"]["recheck"]
     assert recheck["units"] == 3 and recheck["throughput"]["device_hour_unit"] == "CPU device-hours"
     assert recheck["devices"] == ["cpu"]
-    text = run(sys.executable, "-m", "pipelines.cli", "status").stdout  # the device is named, as in the JSON
+    text = kerneltraj("status").stdout  # the device is named, as in the JSON
     assert "3 rechecked on cpu:" in text
     # Records per hour are the device's: its wall time for the recheck, not this release's reading of records.
     device_wall = RecordedGrader(records=str(records)).recorded_wall_s("revalidation")
