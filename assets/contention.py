@@ -17,8 +17,8 @@ from dagster import AssetExecutionContext
 
 from assets.common import GROUP_GRADING, OWNER, check_result, picture, table_metadata
 from pipelines.grading.agreement import grade_label
-from pipelines.grading.replay import (PRICE_TABLE, ReplayPlan, Verdict, process_graders, read_nvml, replay_attempt_id,
-                                      run_setting, sample_pairs)
+from pipelines.grading.replay import (PRICE_TABLE, ReplayPlan, Verdict, nothing_to_replay_on_cpu, process_graders,
+                                      read_nvml, replay_attempt_id, run_setting, sample_pairs)
 from pipelines.reporting.revalidation_report import build_report, report_markdown, report_png
 from pipelines.grading.backend import GradingBackend
 from pipelines.grading.passes import grade_row
@@ -79,6 +79,9 @@ def contention_replay(context: AssetExecutionContext, config: ContentionConfig, 
         cuda = any(r.row["device_kind"] == "cuda" for r in runs)
         context.log.info(f"contention replay from the device run at {regrader.records}: {len(runs)} settings, "
                          f"{len(pairs)} pairs ({rule}); run config is not used")
+    elif candidates and (idle_rule := nothing_to_replay_on_cpu(candidates, **config.model_dump())) is not None:
+        rule = idle_rule
+        context.log.info(f"contention replay on cpu: 0 pairs ({rule}); no grader started")
     elif candidates:
         # The warehouse stays closed while grading: graders and co-tenants never inherit its handle.
         with process_graders(regrader.spec, 1) as (grader,):

@@ -120,6 +120,18 @@ def sample_pairs(candidates: Sequence[dict], plan: ReplayPlan) -> tuple[list[dic
     return sorted(chosen, key=lambda c: c["attempt_id"]), rule
 
 
+def nothing_to_replay_on_cpu(candidates: Sequence[dict], **overrides: Any) -> str | None:
+    """The sample rule when a grader started here would grade on the CPU (grader.service.pick_device, the grader
+    process's own choice) and the CPU's plan draws no pair from `candidates` (none within its cap): the replay has
+    nothing to grade, and no grader process need start only to be closed again. None otherwise."""
+    pairs, rule = sample_pairs(candidates, ReplayPlan.for_device(False, **overrides))
+    if pairs:
+        return None
+    from grader.service import pick_device  # imports torch, which the release's own passes have imported by now
+
+    return rule if pick_device() == "cpu" else None
+
+
 def replay_seed(attempt_id: str, repeat: int) -> int:
     """Same seed for a pair in every setting (a paired comparison), different from the primary and recheck."""
     digest = hashlib.sha256(f"{SAMPLE_SALT}/{attempt_id}/{repeat}".encode()).digest()

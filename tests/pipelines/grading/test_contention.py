@@ -26,7 +26,8 @@ from grader.labels import speed_label as grader_speed_label
 from pipelines.grading.agreement import (Agreement, GradeLabel, Label, compare, consensus, grade_label, quantile,
                                          summarise, unit_verdicts)
 from pipelines.grading.replay import (PRICE_TABLE, Flag, ReplayPlan, Setting, Verdict, check_reading,
-                                      price_usd_per_hour, replay_attempt_id, replay_seed, run_setting, sample_pairs)
+                                      nothing_to_replay_on_cpu, price_usd_per_hour, replay_attempt_id, replay_seed,
+                                      run_setting, sample_pairs)
 from pipelines.reporting.revalidation_report import (revalidation_status, build_report, dataset_card_section,
                                                      report_markdown, report_png, reward_bands, status_figures)
 from pipelines.grading.cotenants import CoTenant, LoadDriver, Role
@@ -251,6 +252,20 @@ def test_cpu_plan_is_small_and_sample_is_declared_and_deterministic():
     assert "sha256" in rule and str(plan.max_primary_total_s) in rule
     assert len(sample_pairs(cands, only)[0]) == 2 and len(sample_pairs(cands[:1], plan)[0]) == 1
     assert replay_seed("a1", 0) == replay_seed("a1", 0) != replay_seed("a1", 1)
+
+
+def test_no_grader_starts_for_a_cpu_replay_that_draws_no_pair(monkeypatch):
+    """On the CPU, candidates all over the plan's cap leave nothing to replay: the rule is returned and no grader
+    process is started for it; a pair within the cap, a cap lifted by the run config, or a GPU start one."""
+    import grader.service
+
+    slow = [{"attempt_id": f"a{i}", "primary_total_s": 2.0 + i} for i in range(3)]
+    monkeypatch.setattr(grader.service, "pick_device", lambda device="auto": "cpu")
+    assert nothing_to_replay_on_cpu(slow) == sample_pairs(slow, ReplayPlan.for_device(False))[1]
+    assert nothing_to_replay_on_cpu([*slow, {"attempt_id": "b", "primary_total_s": 1.0}]) is None
+    assert nothing_to_replay_on_cpu(slow, max_primary_total_s=0) is None
+    monkeypatch.setattr(grader.service, "pick_device", lambda device="auto": "cuda")
+    assert nothing_to_replay_on_cpu(slow) is None
 
 
 def test_price_table_unknowns_stay_unknown():
