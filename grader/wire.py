@@ -65,11 +65,16 @@ def _loads(raw: bytearray, _scan=_SCAN, _loads=json.loads, _decode=bytearray.dec
 
 
 def send(sock: socket.socket, header: dict, payload: bytes | memoryview = b"", _enc=_dumps, _pack=_HDR.pack,
-         _sendall=_SENDALL, _len=len) -> None:
+         _sendall=_SENDALL, _len=len, _gone=(BrokenPipeError, ConnectionResetError)) -> None:
+    """One frame. A peer that died before it was sent (killed from outside, or by its own hand) is a closed
+    channel, as in `recv`: a `WireError`, never an `OSError` (the parent would end the grade as its own error)."""
     h = _enc(header)
-    _sendall(sock, _pack(_len(h), _len(payload)) + h)
-    if payload:
-        _sendall(sock, payload)
+    try:
+        _sendall(sock, _pack(_len(h), _len(payload)) + h)
+        if payload:
+            _sendall(sock, payload)
+    except _gone as e:
+        raise WireError(f"the peer closed the channel: {e}") from None
 
 
 def recv(sock: socket.socket, max_payload: int = MAX_PAYLOAD, _unpack=_HDR.unpack, _loads=_loads,
@@ -90,12 +95,16 @@ def recv(sock: socket.socket, max_payload: int = MAX_PAYLOAD, _unpack=_HDR.unpac
     return header, _recv_exact(sock, plen) if plen else bytearray()
 
 
-def _recv_exact(sock: socket.socket, n: int, _recv_into=_RECV_INTO, _memoryview=memoryview) -> bytearray:
+def _recv_exact(sock: socket.socket, n: int, _recv_into=_RECV_INTO, _memoryview=memoryview,
+                _reset=ConnectionResetError) -> bytearray:
     buf = bytearray(n)
     view = _memoryview(buf)
     got = 0
     while got < n:
-        k = _recv_into(sock, view[got:], n - got)
+        try:  # a peer killed with our bytes unread resets the channel: it closed it all the same
+            k = _recv_into(sock, view[got:], n - got)
+        except _reset:
+            k = 0
         if k == 0:
             raise WireError("channel closed by peer")
         got += k
@@ -104,10 +113,13 @@ def _recv_exact(sock: socket.socket, n: int, _recv_into=_RECV_INTO, _memoryview=
 
 
 def send_fd(sock: socket.socket, header: dict, fd: int, _send=send, _sendmsg=_SENDMSG, _array=array.array,
-            _sol=socket.SOL_SOCKET, _rights=socket.SCM_RIGHTS) -> None:
+            _sol=socket.SOL_SOCKET, _rights=socket.SCM_RIGHTS, _gone=(BrokenPipeError, ConnectionResetError)) -> None:
     """A frame whose payload is a file descriptor (a memfd holding tensor bytes): no copy through the socket."""
     _send(sock, {**header, "_fd": True})
-    _sendmsg(sock, [b"F"], [(_sol, _rights, _array("i", [fd]))])
+    try:
+        _sendmsg(sock, [b"F"], [(_sol, _rights, _array("i", [fd]))])
+    except _gone as e:
+        raise WireError(f"the peer closed the channel: {e}") from None
 
 
 def recv_fd(sock: socket.socket, _recvmsg=_RECVMSG, _array=array.array, _close=os.close, _sol=socket.SOL_SOCKET,

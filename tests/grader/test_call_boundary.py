@@ -84,9 +84,10 @@ def test_a_parked_thread_that_gets_no_work_is_ended():
 
 
 def test_a_message_to_a_worker_that_died_is_a_closed_channel_not_the_graders_error():
-    """A worker killed between two messages: the parent's next send meets a broken pipe, which must read as the
-    worker's death (`wire.WireError`: the grade ends `crashed`), not as an `OSError` of the grader's own (it ended
-    the grade `infra_error`, test_faults' external SIGKILL once the kill landed on a send)."""
+    """A worker killed between two messages: the parent's next send meets a broken pipe, or its read a reset, which
+    must read as the worker's death (`wire.WireError`: the grade ends `crashed`), not as an `OSError` of the grader's
+    own (test_faults' external SIGKILL ended the grade `infra_error` when the kill landed on a send, and on a read
+    with the worker's input unread)."""
     import socket
 
     import pytest
@@ -97,8 +98,16 @@ def test_a_message_to_a_worker_that_died_is_a_closed_channel_not_the_graders_err
     ours, theirs = socket.socketpair()
     theirs.close()
     conn = WorkerConn(sock=ours, audit=ours, pid=0)
-    with pytest.raises(wire.WireError, match="closed its channel"):
+    with pytest.raises(wire.WireError, match="closed the channel"):
         conn.request({"op": "call"}, 5.0)
+    ours.close()
+    # killed with our message unread: its end resets the channel, which our read of the reply meets
+    ours, theirs = socket.socketpair()
+    conn = WorkerConn(sock=ours, audit=ours, pid=0)
+    wire.send(ours, {"op": "call"})
+    theirs.close()
+    with pytest.raises(wire.WireError, match="closed by peer"):
+        wire.recv(ours)
     ours.close()
 
 
