@@ -13,7 +13,7 @@ from grader import fingerprint, wire
 from grader.compare import check_output_meta, compare
 from grader.contract import (REWARD_FLOOR, GradeRequest, GradeResult, Reason, SizeResult, Status, clip_speedup,
                              request_from_json, reward)
-from grader.inputs import make_inputs
+from grader.inputs import make_inputs, plan_inputs
 from grader.statics import static_findings
 from grader.timing import median, median_ci
 from tests.conftest import REPO_ROOT
@@ -188,6 +188,29 @@ def test_inputs_are_reproducible_fresh_and_not_centred():
     means = [float(make_inputs(spec, s, "cpu")[0].mean()) for s in range(20)]
     assert max(abs(m) for m in means) > 0.5  # the mean moves from call to call
     assert a[1].dtype == torch.int64 and int(a[1].min()) >= 0 and int(a[1].max()) < 10
+
+
+def test_planned_inputs_are_drawn_by_fill_alone_into_the_tensors_planned():
+    """`plan_inputs` (`Effort.fill_behind`): the tensors it returns are the inputs themselves, written only by
+    `fill()` and in place (a worker queues that behind its closed gate, after every allocation), with
+    `make_inputs`'s values; a step the input cannot take is refused when planned, before anything is drawn."""
+    base = {"mean": [-1, 1], "std": [0.5, 2], "low": -2, "high": 3}
+    spec = [{**base, "shape": [8, 8], "dtype": "float16", "dist": "normal", "post": ["sym", "scale:0.5:2"]},
+            {**base, "shape": [5, 6], "dtype": "float32", "dist": "uniform", "post": ["softmax:-1"]},
+            {**base, "shape": [6], "dtype": "int32", "dist": "randint"},
+            {**base, "shape": [], "dtype": "float32", "dist": "scalar"}]
+    tensors, fill = plan_inputs(spec, 11, "cpu")
+    for t in tensors[:3]:
+        t.zero_()
+    kept = [t.data_ptr() for t in tensors[:3]]
+    assert all(not t.any() for t in tensors[:3])  # nothing drawn yet
+    fill()
+    want = make_inputs(spec, 11, "cpu")
+    assert [t.data_ptr() for t in tensors[:3]] == kept  # drawn into the planned memory
+    assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(tensors[:3], want[:3]))
+    assert tensors[3] == want[3] == -2.0 and torch.equal(tensors[0], tensors[0].T)
+    with pytest.raises(ValueError, match="square"):
+        plan_inputs([{**base, "shape": [4, 5], "dtype": "float32", "dist": "normal", "post": ["sym"]}], 1, "cpu")
 
 
 def test_statics_flag_inheritance_and_grader_imports():
