@@ -5,8 +5,8 @@ shape and dtype, its FLOPs). That code is as untrusted as a candidate: it runs h
 that enters the same sandbox as a worker (mount, network, IPC and PID namespaces, a root of its own
 with a private /proc and /tmp, the checkout and every non-system directory hidden, an unprivileged uid
 of its own, resource limits, a scrubbed environment), with no GPU: CUDA_VISIBLE_DEVICES is empty and the host's
-GPU device nodes are covered, so code that sets the variable again still reaches no device. The caller hands over the program's text and its stdin
-and gets back its stdout: the importer never executes corpus code itself.
+GPU device nodes are covered, so code that sets the variable again still reaches no device. The caller hands over
+the program's text and its stdin and gets back its stdout: the importer never executes corpus code itself.
 
     python -m grader.confine        (the child; its config comes in KERNELTRAJ_CONFINE)
 """

@@ -56,7 +56,8 @@ class GraderService:
                  fill_behind: bool = True, answer_pool: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
-        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `answer_pool` (`Effort`),
+        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind` (`Effort`), `answer_pool` (reference answers kept across
+        attempts: `grader.answers`),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -84,10 +85,10 @@ class GraderService:
         self.effort = dataclasses.replace(effort or Effort.for_device(self.device.startswith("cuda")),
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
                                           split_window=split_window, slow_loops=slow_loops, check_windows=check_windows,
-                                          fill_behind=fill_behind, answer_pool=answer_pool)
+                                          fill_behind=fill_behind)
         from grader.answers import AnswerPool
 
-        self.answers = AnswerPool()  # reference answers kept across the attempts this service grades
+        self.answers = AnswerPool() if answer_pool else None  # kept across the attempts this service grades
         cuda = self.device.startswith("cuda")
         # Builders see no device: the arch list torch would pick from it is set for them and the workers alike.
         from grader import buildahead

@@ -94,11 +94,6 @@ class Effort:
     (a cached block freed, or a fresh cudaMalloc) waits for the gate too, and the call stalls: H200 run 41 drew
     24 ms a call for one expert copy, whose stalled calls then timed the host's launch gaps and scored -0.875
     against itself (bench/gpu_acceptance.py --without draw_before_gate)."""
-    answer_pool: bool = True
-    """Check calls and the calls of a loop of `min_reps` pairs take seeds from the service's pool for the task and
-    size, whose reference answers are kept across attempts (`grader.answers`, 0.18.0; bench/gpu_acceptance.py
-    --without answer_pool). Off, or without a pool, every call takes a fresh seed; the verified timed calls are
-    chosen the same way either way."""
     fill_behind: bool = True
     """A timed call of an interleaved loop allocates its inputs before its launch gate closes and draws them behind
     it, in its own device window, so it takes no draw window at all (0.18.0; bench/gpu_acceptance.py --without
@@ -189,7 +184,9 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                   roles: Callable[[], dict[int, str]] = dict, ahead: dict | None = None,
                   answers: AnswerPool | None = None) -> GradeResult:
     """`ahead`: what building the attempt's extensions ahead of this grade did (grader.buildahead), for the record.
-    `answers`: the service's kept reference answers (`grader.answers`), or None."""
+    `answers`: the service's kept reference answers (`grader.answers`): check calls and the calls of a loop of
+    `Effort.min_reps` pairs take the pool's seeds. None (`GraderService(answer_pool=False)`): every call takes a
+    fresh seed; the verified timed calls are chosen the same way either way."""
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
@@ -229,7 +226,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles,
-                   answers=answers if effort.answer_pool else None)
+                   answers=answers)
         sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"))
         try:  # before the candidate's code is loaded, as the gate was
             sandbox_layers["output_arena"] = slot.lend_output_arena(conn, task.fetch_bytes, min(remaining(), 60.0))

@@ -576,20 +576,23 @@ class Worker:
         early = own_draw and not fill_behind and msg.get("behind") is True and gate.close()
         try:
             nbytes = int(msg["out_nbytes"])
+            fill = None
             if fill_behind:
                 inputs, fill = self._plan_inputs(msg["specs"], msg["seed"], self.device)
-                self._dest = self.torch.empty(nbytes, dtype=self._uint8, device=self.device) if nbytes > 0 else None
-                poison = self._poison_buffer(nbytes)
+            elif msg.get("given") is not None:
+                inputs = self._given(msg["given"], msg.pop("_given_fd", None))
+            else:
+                inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
+            self._dest = self.torch.empty(nbytes, dtype=self._uint8, device=self.device) if nbytes > 0 else None
+            # The poison hands the next allocation of the output's size NaN-filled memory (stale results fail).
+            poison = self.torch.empty(((nbytes + 3) // 4,), dtype=self.torch.float32, device=self.device) \
+                if nbytes > 0 else None
+            if fill is not None:  # every allocation made: close the gate, queue the draws behind it
                 early = gate.close()
                 fill()
-                if poison is not None:
-                    poison.fill_(self._nan)
-                del poison
-            else:
-                inputs = (self._given(msg["given"], msg.pop("_given_fd", None)) if msg.get("given") is not None
-                          else self._make_inputs(msg["specs"], msg["seed"], self.device))
-                self._dest = self.torch.empty(nbytes, dtype=self._uint8, device=self.device) if nbytes > 0 else None
-                self._poison(nbytes)
+            if poison is not None:
+                poison.fill_(self._nan)
+            del poison
             if not early:
                 self.clock.sync()  # inputs ready; the timed call flushes L2 itself
             t_ready = _now()
@@ -811,17 +814,6 @@ class Worker:
         return {"ok": True, "interpreter": [box[2]] if box[2] else []}, None
 
     # ---- helpers ----
-    def _poison(self, nbytes: int) -> None:
-        """Hand the next allocation of the output's size NaN-filled memory (stale results fail)."""
-        p = self._poison_buffer(nbytes)
-        if p is not None:
-            p.fill_(self._nan)
-        del p
-
-    def _poison_buffer(self, nbytes: int):
-        """The poison's buffer (`_poison`), allocated but not yet filled; None for an empty output."""
-        return self.torch.empty(((nbytes + 3) // 4,), dtype=self.torch.float32, device=self.device) if nbytes > 0 else None
-
     def _warm_profiler(self) -> None:
         from torch.profiler import ProfilerActivity, profile
 
