@@ -16,7 +16,7 @@ from pipelines import cli
 from pipelines.core.settings import Settings
 from pipelines.defs.resources import AttemptSources, Warehouse
 from pipelines.core.warehouse import connect, query_dicts, scalar
-from tests.conftest import REPO_ROOT, SHARED_DATA, project_env
+from tests.conftest import REPO_ROOT, SHARED_DATA, project_env, run_cli
 
 
 def test_console_script_points_at_main():
@@ -77,7 +77,7 @@ def _run(env, *args, timeout=120):
 
 
 def test_status_without_a_warehouse_says_so(tmp_path):
-    proc = _run(project_env(tmp_path, ()), "status", "--json")
+    proc = run_cli(project_env(tmp_path, ()), "status", "--json", cwd=tmp_path)
     assert proc.returncode == 2
     assert "no warehouse" in proc.stderr and "kerneltraj release" in proc.stderr
 
@@ -351,11 +351,11 @@ def test_lineage_by_file_line_and_readable_text(tmp_path, monkeypatch, demo_subs
     with connect(wh.path) as con:
         admitted = query_dicts(con, "SELECT attempt_id, origin FROM raw_attempts ORDER BY origin LIMIT 1")[0]
     env["DAGSTER_HOME"] = str(tmp_path / "home")
-    by_line = _run(env, "lineage", admitted["origin"])
+    by_line = run_cli(env, "lineage", admitted["origin"], cwd=tmp_path)
     assert by_line.returncode == 0, by_line.stderr
     assert admitted["attempt_id"] in by_line.stdout and "terminal state: none yet" in by_line.stdout
     assert not any(bad in by_line.stdout for bad in ("None", "[", "{", "'"))
-    as_json = json.loads(_run(env, "lineage", "--json", admitted["origin"]).stdout)
+    as_json = json.loads(run_cli(env, "lineage", "--json", admitted["origin"], cwd=tmp_path).stdout)
     assert as_json["raw_attempt"]["attempt_id"] == admitted["attempt_id"]
     line = _one_line(_run(env, "lineage", str(attempts) + ":99999"))
     assert "kerneltraj quarantine" in line
