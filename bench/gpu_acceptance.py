@@ -87,6 +87,25 @@ def answer_line(results: list[GradeResult]) -> str:
     return f"{kept} of {kept + computed}" + (f" ({kept / (kept + computed):.0%})" if kept + computed else "")
 
 
+def memory_lines(svc) -> list[str]:
+    """What the kept answers hold (`grader.answers`), and the device's memory as the run ends: what every process
+    holds of it, and this process's (the parent, where the answers are kept) most reserved."""
+    lines = []
+    if svc.answers is not None:
+        st = svc.answers.stats()
+        lines.append(f"  kept answers (grader.answers)\t{st['answers_held']} held, {st['held_bytes'] / 2**30:.2f} of "
+                     f"{svc.answers.budget_bytes / 2**30:.0f} GiB; used {st['answers_kept_used']} times, "
+                     f"{st['answers_computed']} computed, {st['answers_dropped']} dropped")
+    mem = svc.watch.memory(os.getpid()) if svc.watch is not None else None
+    if mem is not None:
+        import torch
+
+        lines.append(f"  device memory at the end (GiB)\tused {(mem['total'] - mem['free']) / 2**30:.1f} of "
+                     f"{mem['total'] / 2**30:.1f}; the parent {(mem['pid_used'] or 0) / 2**30:.1f}, its most "
+                     f"reserved {torch.cuda.max_memory_reserved() / 2**30:.1f}")
+    return lines
+
+
 def _clip_stopped(r: GradeResult) -> list:
     """The sizes of a grade whose timing stopped early at the clip (`loop["clip_stop"]`)."""
     return [s for s in r.sizes if (s.loop or {}).get("clip_stop")]
@@ -378,7 +397,8 @@ def main(argv: list[str] | None = None) -> int:
         log.write(text + "\n")
         log.flush()
 
-    def finish(env: dict, lock: dict) -> None:
+    def finish(env: dict, svc) -> None:
+        lock = svc.gpu_lock.stats()
         summary = summarise(results, meta, time.perf_counter() - clock["service_t0"], args.workers)
         summary += "\n" + "\n".join(throughput_lines(clock, time.perf_counter() - clock["service_t0"], len(results),
                                                      args.workers))
@@ -392,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
                         "the worker's clock inside the hold)\n  purpose\tcount\tseconds\tms each"
                         + "".join(f"\n  {k}\t{n}\t{s:.1f}\t{1e3 * s / max(n, 1):.2f}"
                                   for k, (n, s) in lock["purposes"].items()))
+        summary += "\n" + "\n".join(memory_lines(svc))
         summary += "\n" + "\n".join(host_lines(host, clock))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
                                               f"triton {env['triton']} python {env['python']}\n{summary}\n")
@@ -434,12 +455,12 @@ def main(argv: list[str] | None = None) -> int:
                     clock["round1_n"] += 1
                 if time.perf_counter() - t_run > args.hard_stop_s:  # the table of what is done, then out at once
                     say(f"# hard stop at {args.hard_stop_s:.0f} s in round {n}")
-                    finish(env, svc.gpu_lock.stats())
+                    finish(env, svc)
                     live.close()
                     os._exit(0)
             if n == 1:
                 clock["round1_s"] = time.perf_counter() - clock["graded_t0"]
-        finish(env, svc.gpu_lock.stats())
+        finish(env, svc)
     live.close()
     log.close()
     return 0
@@ -462,7 +483,7 @@ def watchdog(svc, clock: dict, args, env: dict, finish, say) -> None:
             f.write("\n== processes (pid ppid uid state threads wchan; kernel stack where readable)\n"
                     + process_table() + "\n== nvidia-smi\n" + _command(["nvidia-smi"]))
         say(f"# stalled: no grade for {quiet:.0f} s; stacks in stall.txt")
-        finish(env, svc.gpu_lock.stats())
+        finish(env, svc)
         os._exit(3)
 
 

@@ -6,9 +6,9 @@ window that held every slot's timed calls off (H200 run 59: 2,479 answers of 44.
 device lock's draws), and thrown away. Now:
 
 1. Per task and size, the service keeps a pool of secret seeds (`AnswerPool`), drawn from the OS when first asked
-   for and never shown to a candidate. The answer of a pool seed is kept in host memory (float64, under a byte
-   budget, the least recently used dropped first), so a later attempt of the task is verified on it without the
-   reference: a copy onto the device and the comparison.
+   for and never shown to a candidate. The answer of a pool seed is kept where it is compared, in the service's
+   device memory (float64, under a byte budget, the least recently used dropped first), so a later attempt of the
+   task is verified on it without the reference and without a copy: the comparison alone.
 2. Per size of an attempt, `SeedPlan` says which seed each call takes. The check calls take pool seeds. Each call
    the timing loop can make gets a secret uniform priority; the verified timed calls are the `n` made calls of
    lowest priority. That is a uniformly random choice among the calls made, whatever their number, as the choice
@@ -34,12 +34,21 @@ POOL_SEEDS = 32
 on a GPU)."""
 
 ANSWER_BUDGET_BYTES = 2 << 30
-"""Host memory the kept answers may hold in all."""
+"""Memory the kept answers may hold in all, on a host grading on its CPU."""
+
+DEVICE_ANSWER_BUDGET_BYTES = 12 << 30
+"""The same on a GPU, in the service's device memory, where the answers arrive from the reference's arena and are
+compared (an H200 has 139 GiB; the acceptance prints what the device holds as a run ends)."""
+
+
+def budget_for(device: str) -> int:
+    """The kept answers' byte budget for a service grading on `device`."""
+    return DEVICE_ANSWER_BUDGET_BYTES if device.startswith("cuda") else ANSWER_BUDGET_BYTES
 
 
 @dataclass(frozen=True)
 class Answer:
-    """A reference's answer for one seed, on the host: the float64 (or integer) output, the error scale when the
+    """A reference's answer for one seed, where the service compares (its device): the float64 (or integer) output, the error scale when the
     card has one, and the digest of the inputs the task's own `get_inputs()` made for the seed (None otherwise)."""
 
     ref: object

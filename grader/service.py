@@ -86,9 +86,10 @@ class GraderService:
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
                                           split_window=split_window, slow_loops=slow_loops, check_windows=check_windows,
                                           fill_behind=fill_behind)
-        from grader.answers import AnswerPool
+        from grader.answers import AnswerPool, budget_for
 
-        self.answers = AnswerPool() if answer_pool else None  # kept across the attempts this service grades
+        # kept across the attempts this service grades, on its device
+        self.answers = AnswerPool(budget_bytes=budget_for(self.device)) if answer_pool else None
         cuda = self.device.startswith("cuda")
         # Builders see no device: the arch list torch would pick from it is set for them and the workers alike.
         from grader import buildahead

@@ -1134,7 +1134,7 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
         ref, scale = _reference(g, sz, seed)
         kept = sz.answers["kept"] > kept
         g.gpu_lock.note("verify: kept answer" if kept else "verify: reference", time.perf_counter() - t)
-        if not kept:  # a kept answer's copy is short: its comparison shares its hold, a computed one's takes its own
+        if not kept:  # a kept answer needs no device work: its comparison shares its hold, a computed one's takes its own
             held.close()
             held.enter_context(piece())
         t = time.perf_counter()
@@ -1228,19 +1228,15 @@ def _reference_worker(g: _Grade) -> WorkerConn:
 
 def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     """The reference's float64 answer (and error scale) for the inputs of `seed`, from the task's
-    sandboxed reference worker. Its time is the grader's, not the attempt's. A pool seed's answer is kept
-    (`grader.answers`): a later attempt of the task takes it onto the device instead, when the task-made inputs
-    (if any) it was computed on are the ones this attempt handed out."""
+    sandboxed reference worker. Its time is the grader's, not the attempt's. A pool seed's answer is kept on the
+    device, as it came (`grader.answers`): a later attempt of the task compares with it instead, when the task-made
+    inputs (if any) it was computed on are the ones this attempt handed out."""
     key = g.task.expert_key
     pooled = g.answers is not None and seed in sz.plan.pool
     kept = g.answers.get(key, sz.key, seed) if pooled else None
     if kept is not None and (not sz.given or kept.digest == g.digests.get(seed)):
         sz.answers["kept"] += 1
-        t, device = time.perf_counter(), g.slot.device
-        ref, scale = kept.ref.to(device), (kept.scale.to(device) if kept.scale is not None else None)
-        g.waited_s += time.perf_counter() - t  # the grader's time, as the reference's is
-        return ref, scale
-    on = "cpu" if pooled else g.slot.device  # a kept answer is read to the host first
+        return kept.ref, kept.scale
     t = time.perf_counter()
     fd = None
     try:
@@ -1259,10 +1255,10 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
         if in_arena:
             if conn.arena is None:
                 raise RuntimeError("answered in an arena it was never lent")
-            tensors = conn.arena.read(reply["tensors"], on)
+            tensors = conn.arena.read(reply["tensors"], g.slot.device)
             g.answers_via = "arena, pinned" if conn.arena.pinned and reply.get("arena_pinned") else "arena"
         else:
-            tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, on), None
+            tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, g.slot.device), None
             why = reply.get("arena_error") or ("no arena lent" if conn.arena is None else "answer larger than the arena")
             g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
@@ -1279,7 +1275,6 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     ref, scale = tensors[0], (tensors[1] if len(tensors) > 1 else None)
     if pooled:
         g.answers.put(key, sz.key, seed, Answer(ref, scale, reply.get("inputs_digest") if sz.given else None))
-        ref, scale = ref.to(g.slot.device), (scale.to(g.slot.device) if scale is not None else None)
     return ref, scale
 
 
