@@ -75,7 +75,7 @@ def pct(xs: list[float], q: float) -> float:
 
 SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
             "reference_first", "output_arena", "split_window", "slow_loops", "check_windows", "device_first",
-            "build_ahead", "fill_behind", "answer_pool")
+            "build_ahead", "fill_behind", "answer_pool", "spare_workers")
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
@@ -226,6 +226,12 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
     lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
     lines.append("  verified on a kept answer (grader.answers)\t" + answer_line(all_results))
+    started = collections.defaultdict(list)  # the candidate's worker: a spare, or spawned for the grade
+    for r in all_results:
+        if r.sandbox.get("worker"):
+            started[r.sandbox["worker"]].append(r.phase_seconds.get("startup", 0.0))
+    lines.append("  candidate workers (startup phase, median s)\t" + ", ".join(
+        f"{k} {len(v)} ({statistics.median(v):.2f})" for k, v in sorted(started.items())))
     for layer in ("launch_gate", "output_arena", "own_root", "pid_ns", "ipc_ns"):  # what this host gave the candidates
         seen = collections.Counter(str(r.sandbox.get(layer, "not recorded"))[:160] for r in all_results if r.sandbox)
         lines.append(f"  sandbox {layer}\t" + ", ".join(f"{k}: {n}" for k, n in seen.most_common()))

@@ -12,6 +12,7 @@ import select
 import socket
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,10 @@ class WorkerConn:
     out_arena: wire.Arena | None = None
     """The slot's arena a candidate worker copies its fetched outputs into (`Slot.lend_output_arena`); the slot's,
     so it outlives the worker."""
+    uid: int | None = None
+    """The uid it runs under (a slot's candidates alternate between two: `Slot.spawn`)."""
+    spare: bool = False
+    """Started as a spare, while the slot's last candidate was being graded (`Slot.spawn`)."""
     warmed: set = field(default_factory=set)
     """The sizes an expert's worker has been called at (`session._expert_warmup`): its first call at one compiles."""
 
@@ -254,13 +259,29 @@ def slot_cpus(index: int, slots: int) -> list[int] | None:
     return [cores[-1 - index]]
 
 
+def spare_cpus(slots: int) -> list[int] | None:
+    """The cores a spare worker boots on (`Slot.spawn`): those no slot is given, where the parent and the zygotes
+    run, so that no spare's start-up takes a core from a slot's candidate or twin while they are timed. None where
+    slots are not pinned (`slot_cpus`)."""
+    cores = sorted(os.sched_getaffinity(0))
+    return cores[:len(cores) - slots] if len(cores) >= slots + 2 else None
+
+
+def pin_threads(pid: int, cpus: list[int]) -> None:
+    """Move every thread of process `pid` onto `cpus` (a spare taken into its slot: threads keep the cores they
+    were made with, and the threads it makes later inherit its main thread's)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cpus)
+
+
 class Slot:
     """One worker slot: a zygote (or the fresh-process launcher) and its own unprivileged uid."""
 
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
-                 output_arena: bool = True):
+                 output_arena: bool = True, spares: bool = False):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -272,6 +293,15 @@ class Slot:
         # get a third: a hostile reference can reach neither the expert nor a candidate.
         self.expert_uid, self._expert_uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
         self.reference_uid, self._reference_uid_lock = claim_uid() if os.geteuid() == 0 else (None, None)
+        # Spares (`spawn`): the next candidate's worker starts while this one is graded, under a second candidate
+        # uid, so the two never share one: a candidate can signal, trace or crowd (RLIMIT_NPROC) no process of the
+        # next attempt's, and the sweep of its uid when it is finished (`finish`) leaves the spare alone. Without
+        # root there are no uids to keep them apart, so no spares.
+        self.spares = spares and os.geteuid() == 0
+        self.spare_uid, self._spare_uid_lock = claim_uid() if self.spares else (None, None)
+        self._spare: tuple[threading.Thread, list, int | None, int | None] | None = None
+        self._ctl_lock = threading.Lock()  # the zygote answers one request at a time; a spare starts on a thread
+        self._closing = False
         self._kept: dict[str, WorkerConn] = {}
         self.live: dict[int, str] = {}
         """pid -> role ("candidate", "expert", "reference") of every worker of this slot now alive."""
@@ -322,22 +352,83 @@ class Slot:
 
     def spawn(self, timeout_s: float, memory_limit_mb: int | None = None, *, role: str = "candidate") -> WorkerConn:
         """A fresh worker; `memory_limit_mb` can only tighten the slot's address-space limit (CPU).
-        `role`: "expert" or "reference" for a worker kept for a task, under the slot's uid for that role."""
+        `role`: "expert" or "reference" for a worker kept for a task, under the slot's uid for that role.
+
+        With `spares`, a candidate's worker is the spare started while the slot's last candidate was graded, when
+        one started for the same limit (`conn.spare`; its threads move onto the slot's core), else a fresh one;
+        either way the next spare starts now, under the other candidate uid, on the cores no slot is given. It
+        has run nothing but the worker's own start-up, as a fresh worker has when its hello arrives."""
+        if role != "candidate" or not self.spares:
+            return self._spawn(timeout_s, memory_limit_mb, role=role, uid=self.uid if role == "candidate" else None)
+        conn = self._take_spare(memory_limit_mb)
+        if conn is None:
+            spare_uid = self._spare[2] if self._spare is not None else None
+            conn = self._spawn(timeout_s, memory_limit_mb, role=role,
+                               uid=self.spare_uid if spare_uid == self.uid else self.uid)
+        self._start_spare(memory_limit_mb, self.spare_uid if conn.uid == self.uid else self.uid)
+        return conn
+
+    def _start_spare(self, memory_limit_mb: int | None, uid: int | None) -> None:
+        if self._closing or self._spare is not None:
+            return
+        box: list = []
+
+        def start() -> None:
+            try:
+                box.append(self._spawn(self.boot_timeout_s, memory_limit_mb, role="candidate", uid=uid, spare=True))
+            except Exception as e:  # noqa: BLE001 - a spare that failed is not used: the next grade spawns its own
+                box.append(e)
+
+        thread = threading.Thread(target=start, name=f"slot{self.index}-spare", daemon=True)
+        self._spare = (thread, box, uid, memory_limit_mb)
+        thread.start()
+
+    def _take_spare(self, memory_limit_mb: int | None) -> WorkerConn | None:
+        """The spare, once its start-up is done, when it started for `memory_limit_mb` and is alive; else None
+        (a spare for another limit, or dead, is ended)."""
+        if self._spare is None:
+            return None
+        thread, box, _, limit = self._spare
+        thread.join()
+        self._spare = None
+        conn = box[0] if box and isinstance(box[0], WorkerConn) else None
+        if conn is None:
+            return None
+        if limit != memory_limit_mb or _alive(conn.pid) is not None:
+            self._kill(conn, conn.uid)
+            return None
+        if self.config["cpus"]:
+            try:
+                pin_threads(conn.pid, self.config["cpus"])
+            except OSError:
+                self._kill(conn, conn.uid)
+                return None
+        self.live[conn.pid] = "candidate"
+        return conn
+
+    def _spawn(self, timeout_s: float, memory_limit_mb: int | None, *, role: str, uid: int | None,
+               spare: bool = False) -> WorkerConn:
         config = self.config
         slot_limit = config["address_space_mb"]
         if memory_limit_mb and slot_limit:
             config = dict(config, address_space_mb=min(slot_limit, memory_limit_mb))
         if role != "candidate":
-            config = dict(config, uid=getattr(self, f"{role}_uid"), fallback_scratch=f"{config['fallback_scratch']}-{role}",
-                          role=role)
+            uid = getattr(self, f"{role}_uid")
+            config = dict(config, uid=uid, fallback_scratch=f"{config['fallback_scratch']}-{role}", role=role)
+        else:
+            config = dict(config, uid=uid)
+        if spare:
+            config = dict(config, cpus=spare_cpus(self.slots) if config["cpus"] else None,
+                          fallback_scratch=f"{config['fallback_scratch']}-u{uid}")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a_ours, a_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         popen = None
         if self.mode == "zygote":
-            if self.zygote is None or self.zygote.poll() is not None:
-                self._start_zygote()
-            zygote.ctl_send(self.ctl, {"op": "spawn", "config": config}, [theirs.fileno(), a_theirs.fileno()])
-            pid = int(zygote.ctl_recv(self.ctl)["pid"])
+            with self._ctl_lock:
+                if self.zygote is None or self.zygote.poll() is not None:
+                    self._start_zygote()
+                zygote.ctl_send(self.ctl, {"op": "spawn", "config": config}, [theirs.fileno(), a_theirs.fileno()])
+                pid = int(zygote.ctl_recv(self.ctl)["pid"])
         else:
             env = dict(config["env"], KERNELTRAJ_WORKER_CONFIG=json.dumps(config))
             popen = subprocess.Popen(
@@ -346,7 +437,7 @@ class Slot:
             pid = popen.pid
         theirs.close()
         a_theirs.close()
-        conn = WorkerConn(sock=ours, audit=a_ours, pid=pid, popen=popen)
+        conn = WorkerConn(sock=ours, audit=a_ours, pid=pid, popen=popen, uid=uid, spare=spare)
         conn.sock.settimeout(timeout_s)
         # A worker that fails here is ended and reaped, not left behind. It has run no candidate code,
         # so its own process group is all there is: the uid's other processes (kept experts) stay.
@@ -363,7 +454,7 @@ class Slot:
             error = str(hello.get("error") or "").rstrip() or "no traceback sent"
             raise wire.WireError(f"{error.splitlines()[-1][:300]}\n{error[-1500:]}")
         conn.hello = hello
-        self.live[conn.pid] = role
+        self.live[conn.pid] = "spare" if spare else role
         conn.baseline_threads = sandbox.thread_count(conn.pid)
         if isinstance(hello.get("audit_fd"), int):
             conn.audit_target = sandbox.fd_target(conn.pid, hello["audit_fd"])
@@ -478,7 +569,7 @@ class Slot:
         """Kill the worker and everything it left behind; describe how it had ended."""
         if conn is None:
             return "no worker"
-        how = self._kill(conn, self.uid)
+        how = self._kill(conn, conn.uid)
         if conn.out_arena is not None:  # the worker is gone: nothing writes it any more
             conn.out_arena.scrub()
             conn.out_arena = None
@@ -500,8 +591,9 @@ class Slot:
                 rc = conn.popen.returncode
                 how = f"killed by signal {-rc}" if rc < 0 else f"exited with code {rc}"
             else:
-                zygote.ctl_send(self.ctl, {"op": "reap", "pid": conn.pid})
-                st = int(zygote.ctl_recv(self.ctl).get("status"))
+                with self._ctl_lock:
+                    zygote.ctl_send(self.ctl, {"op": "reap", "pid": conn.pid})
+                    st = int(zygote.ctl_recv(self.ctl).get("status"))
                 how = (f"killed by signal {os.WTERMSIG(st)}" if os.WIFSIGNALED(st)
                        else f"exited with code {os.WEXITSTATUS(st)}")
         except (OSError, subprocess.TimeoutExpired, wire.WireError, TypeError, ValueError):
@@ -515,6 +607,13 @@ class Slot:
         return how
 
     def close(self) -> None:
+        self._closing = True
+        if self._spare is not None:
+            thread, box, _, _ = self._spare
+            thread.join()
+            self._spare = None
+            if box and isinstance(box[0], WorkerConn):
+                self._kill(box[0], box[0].uid)
         for name in list(self._kept):
             self._drop(name)
         if self._out_arena is not None:
@@ -533,10 +632,10 @@ class Slot:
                 self.zygote.kill()
         if self.uid is not None:
             sandbox.kill_uid(self.uid)
-        for uid in (self.expert_uid, self.reference_uid):
+        for uid in (self.expert_uid, self.reference_uid, self.spare_uid):
             if uid is not None:
                 sandbox.kill_uid(uid)
-        for attr in ("_uid_lock", "_expert_uid_lock", "_reference_uid_lock"):
+        for attr in ("_uid_lock", "_expert_uid_lock", "_reference_uid_lock", "_spare_uid_lock"):
             if getattr(self, attr) is not None:
                 os.close(getattr(self, attr))  # releases the uid for another slot
                 setattr(self, attr, None)

@@ -53,11 +53,13 @@ class GraderService:
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
-                 fill_behind: bool = True, answer_pool: bool = True):
+                 fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind` (`Effort`), `answer_pool` (reference answers kept across
         attempts: `grader.answers`),
+        `spare_workers` (each slot starts its next candidate's worker while it grades, `Slot.spawn`; None: on a
+        GPU only, where a start-up takes seconds of CUDA),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -120,7 +122,8 @@ class GraderService:
         self._ahead: dict[int, dict] = {}  # id(request) -> its build ahead's record, until a slot takes it
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
-                           launch_gate=launch_gate, output_arena=output_arena)
+                           launch_gate=launch_gate, output_arena=output_arena,
+                           spares=cuda if spare_workers is None else spare_workers)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()

@@ -227,7 +227,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles,
                    answers=answers)
-        sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"))
+        sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"),
+                              worker="spare" if conn.spare else "spawned")
         try:  # before the candidate's code is loaded, as the gate was
             sandbox_layers["output_arena"] = slot.lend_output_arena(conn, task.fetch_bytes, min(remaining(), 60.0))
         except (OSError, wire.WireError) as e:
@@ -1363,7 +1364,7 @@ def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
     extra_threads = sandbox.thread_count(conn.pid) - conn.baseline_threads
     if extra_threads > 0:
         raise Floor(Status.CHEAT_FLAGGED, Reason.THREADS, f"{extra_threads} thread(s) left running after the call")
-    others = [p for p in (sandbox.uid_pids(slot.uid) if slot.uid is not None else sandbox.child_pids(conn.pid))
+    others = [p for p in (sandbox.uid_pids(conn.uid) if conn.uid is not None else sandbox.child_pids(conn.pid))
               if p != conn.pid]
     if others:
         raise Floor(Status.CHEAT_FLAGGED, Reason.THREADS, f"{len(others)} process(es) left running after the call")
