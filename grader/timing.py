@@ -104,7 +104,7 @@ class DeviceClock:
         return (m[1], m[2], m[3]) if m[0] else None
 
     def time_call(self, fn, args, flush: bool = True, snapshot=None, settle=None, gated: bool = False,
-                  announce=None) -> tuple[object, object, float, float, float]:
+                  announce=None, prelude=None) -> tuple[object, object, float, float, float]:
         """Run fn(*args) once after an L2 flush; returns (its result, snapshot(result), device ms start..end,
         host ms, gap ms end..done across a device-wide synchronise).
 
@@ -115,6 +115,11 @@ class DeviceClock:
         whole call is queued, `announce("done")` once the device is done with it. Without, the clock opens the
         gate itself once the call is queued, and `self.gate.stalled` tells whether someone had opened it first.
 
+        `prelude()`: untimed device work to queue behind the closed gate once "drawn" is said, before the flush (a
+        call's inputs drawn behind its gate, `Effort.fill_behind`). Queued after "drawn", a launch of it that waits
+        for the device (a kernel's first load waits for the gate) is let through by the parent's patience as a
+        stalled call; queued before, it would wait for a "drawn" never said while the parent waited for it.
+
         `snapshot` is queued right after the end event, before the wait for it: its copy of the output
         is ordered behind every kernel of the call on the caller's stream, and work launched to fill the
         output later lands in the gap (charged) or after the copy (never read). `settle(result)` waits
@@ -122,6 +127,8 @@ class DeviceClock:
         host work; any device work it queued comes after the copy); on CPU before the copy, which the
         host takes."""
         if not self.cuda:
+            if prelude is not None:
+                prelude()
             t0 = self._perf_ns()
             out = fn(*args)
             if settle is not None:
@@ -142,6 +149,8 @@ class DeviceClock:
             announce("drawn")           # call inside its draw window, beside no device interval
         t0 = self._perf_ns()
         try:
+            if prelude is not None:
+                prelude()
             if flush:
                 self._zero(self._flush_buf)
             record(start, stream)

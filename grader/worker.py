@@ -587,9 +587,14 @@ class Worker:
             # The poison hands the next allocation of the output's size NaN-filled memory (stale results fail).
             poison = self.torch.empty(((nbytes + 3) // 4,), dtype=self.torch.float32, device=self.device) \
                 if nbytes > 0 else None
-            if fill is not None:  # every allocation made: close the gate, queue the draws behind it
+            prelude = None
+            if fill is not None:  # every allocation made: close the gate; the draws queue behind it
                 early = gate.close()
-                fill()
+                if early:  # once the parent has heard "drawn" (`DeviceClock.time_call`): a launch that waits for
+                    # the device (a kernel's first load, H200 run 63) is then let through by the parent's patience
+                    prelude, poison = self._drawn_behind(fill, poison), None
+                else:
+                    fill()
             if poison is not None:
                 poison.fill_(self._nan)
             del poison
@@ -614,7 +619,8 @@ class Worker:
             def timed():  # the call's window in the observation: the ops and kernels inside it are its own
                 with self._mark(_call_mark) if watch is not None else _unwatched:
                     return self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
-                                                settle=self.runner.settle, gated=gated, announce=announce)
+                                                settle=self.runner.settle, gated=gated, announce=announce,
+                                                prelude=prelude)
 
             box, snap, ms, host_ms, gap_ms = (timed() if watch is None else
                                               watch.call(msg.get("tag", ""), bool(msg.get("trace")), timed))
@@ -656,6 +662,18 @@ class Worker:
                 # interpreter check, the rest (launch counts, L2, the output's metadata)
                 "parts_ms": [(t_parked - t_begin) / 1e6, (t_ready - t_parked) / 1e6, (t_timed - t_ready) / 1e6,
                              (t_checked - t_timed) / 1e6, (_now() - t_checked) / 1e6]}, None
+
+    def _drawn_behind(self, fill, poison):
+        """A call's draw and its poison, to queue behind its closed gate: the poison's memory goes back to the
+        cache once queued, for the candidate's output to take NaN-filled."""
+        held = [poison]
+
+        def prelude(_nan=self._nan) -> None:
+            fill()
+            left = held.pop()
+            if left is not None:
+                left.fill_(_nan)
+        return prelude
 
     def _begin_session(self, device: bool, _worker_mark=observe.WORKER_MARK) -> None:
         """The mark that names this thread in a session, and in a device session the marker kernel that names

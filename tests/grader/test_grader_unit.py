@@ -899,11 +899,16 @@ def test_a_told_call_waits_behind_its_gate_until_the_parent_opens_it_and_its_dev
 
 
 @pytest.mark.gpu
-def test_inputs_drawn_behind_a_closed_gate_allocate_nothing_and_wait_for_nothing():
-    """`Effort.fill_behind` on the device: `plan_inputs` allocates every buffer before the gate closes; `fill()`
-    behind it only queues work (no allocation, so nothing that waits for the device, as H200 run 41's draws behind
-    the gate did), the host is back at once while the stream waits, and once the gate opens the values are
-    `make_inputs`'s exactly: the parent, the twin and the reference draw the candidate's inputs so."""
+def test_inputs_drawn_behind_a_closed_gate_are_queued_after_drawn_and_never_hold_the_call():
+    """`Effort.fill_behind` on the device. `plan_inputs` allocates every buffer before the gate closes. The worker
+    queues `fill()` as the timed call's prelude, after it has said "drawn": on the H200 (run 63) a first draw of
+    fresh kernels waited for the closed gate (a kernel's first load waits for the device), which before "drawn"
+    waited forever, the parent waiting for "drawn". After it, the parent's patience lets the call through. Once
+    the kernels are loaded (a worker's check calls and warm-ups load them), `fill()` behind the closed gate
+    allocates nothing and returns at once while the stream waits. Either way the values are `make_inputs`'s: the
+    parent, the twin and the reference draw the candidate's inputs so."""
+    import mmap
+    import struct
     import threading
     import time as _time
 
@@ -911,34 +916,62 @@ def test_inputs_drawn_behind_a_closed_gate_allocate_nothing_and_wait_for_nothing
         pytest.skip("needs a CUDA device")
     from grader.inputs import make_inputs, plan_inputs
 
-    clock, _word = _armed_clock()
+    clock, word = _armed_clock()
+    page = mmap.mmap(os.dup(word.fd), mmap.PAGESIZE)
     base = {"mean": [-1, 1], "std": [0.5, 2], "low": -2, "high": 3}
     specs = [{**base, "shape": [256, 256], "dtype": "float16", "dist": "normal", "post": ["scale:0.5:2"]},
              {**base, "shape": [64, 64], "dtype": "float32", "dist": "uniform", "post": ["sym", "softmax:-1"]},
              {**base, "shape": [33, 33], "dtype": "bfloat16", "dist": "randint", "post": ["triu", "affine:2:-1"]},
              {**base, "shape": [1 << 20], "dtype": "int32", "dist": "randint"},
              {**base, "shape": [], "dtype": "float32", "dist": "scalar"}]
-    for seed in (3, 1 << 40):
-        tensors, fill = plan_inputs(specs, seed, "cuda")
-        torch.cuda.synchronize()
-        allocated = torch.cuda.memory_stats()["allocation.all.allocated"]
-        assert clock.gate.close()
-        rescue = threading.Timer(5.0, clock.gate.open)  # a fill that waited for the device would hang here
-        rescue.start()
-        t = _time.perf_counter()
-        fill()
-        queued_s = _time.perf_counter() - t
-        behind = torch.cuda.Event()
-        behind.record()
-        waiting = not behind.query()
-        rescue.cancel()
-        clock.gate.open()
-        torch.cuda.synchronize()
-        assert queued_s < 1.0 and waiting, (queued_s, waiting)
-        assert torch.cuda.memory_stats()["allocation.all.allocated"] == allocated  # fill() allocated nothing
+
+    def same(tensors, seed):
         want = make_inputs(specs, seed, "cuda")
-        assert tensors[-1] == want[-1] == -2.0
-        assert all(a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(tensors[:-1], want[:-1]))
+        return tensors[-1] == want[-1] == -2.0 and all(
+            a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(tensors[:-1], want[:-1]))
+
+    # As the worker does: the draw is the timed call's prelude; the parent opens the gate on "queued", or after
+    # its patience (here 2 s) when "queued" does not come.
+    said = []
+    let_through = threading.Event()
+
+    def announce(stage):
+        said.append(stage)
+        if stage == "drawn":
+            def parent():
+                if not let_through.wait(2.0):
+                    said.append("patience")
+                struct.pack_into("<I", page, 0, 1)
+            threading.Thread(target=parent).start()
+        elif stage == "queued":
+            let_through.set()
+
+    tensors, fill = plan_inputs(specs, 3, "cuda")
+    torch.cuda.synchronize()
+    assert clock.gate.close()
+    out, _, _, _, _ = clock.time_call(lambda: tensors[0] * 2, (), gated=True, announce=announce, prelude=fill)
+    print(f"a first draw behind the gate (fresh kernels): {said}")  # "patience" where a load waited for the gate
+    assert said[0] == "drawn" and said[-1] == "done" and "queued" in said
+    assert same(tensors, 3) and torch.equal(out, tensors[0] * 2)
+
+    tensors, fill = plan_inputs(specs, 1 << 40, "cuda")  # the kernels are loaded now
+    torch.cuda.synchronize()
+    allocated = torch.cuda.memory_stats()["allocation.all.allocated"]
+    assert clock.gate.close()
+    rescue = threading.Timer(5.0, clock.gate.open)  # a fill that waited for the device would hang here
+    rescue.start()
+    t = _time.perf_counter()
+    fill()
+    queued_s = _time.perf_counter() - t
+    behind = torch.cuda.Event()
+    behind.record()
+    waiting = not behind.query()
+    rescue.cancel()
+    clock.gate.open()
+    torch.cuda.synchronize()
+    assert queued_s < 1.0 and waiting, (queued_s, waiting)
+    assert torch.cuda.memory_stats()["allocation.all.allocated"] == allocated  # fill() allocated nothing
+    assert same(tensors, 1 << 40)
 
 
 def test_a_clocks_marks_are_written_in_place_where_the_workers_state_check_holds_every_attribute():
