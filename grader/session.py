@@ -900,11 +900,13 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool
 def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False,
               gated: bool | None = None) -> tuple[dict, int | None]:
     """A call's message, and the descriptor of its inputs when the task makes them itself. `gated`: through the
-    launch gate (default: a timed call is)."""
+    launch gate (default: a timed call is). A traced call draws before its gate (no `fill_behind`): its
+    observation marks the call on the device and waits for the mark, which behind a gate closed for the draw
+    waited for a "drawn" never said (H200 run 64); it holds a window whole anyway."""
     gated = tag == "timed" if gated is None else gated
     msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": keep_inputs,
            "tag": tag, "trace": trace, "gated": gated, "behind": not g.effort.draw_before_gate,
-           "fill_behind": gated and g.effort.fill_behind and not sz.given}
+           "fill_behind": gated and g.effort.fill_behind and not sz.given and not trace}
     if not sz.given:
         return msg, None
     given, fd = _task_inputs(g, sz, seed)

@@ -572,7 +572,8 @@ class Worker:
         # an allocation behind a closed gate that waits for the device stalls the call (H200 run 41). Else the
         # inputs are drawn and synchronised before the gate closes. A task's own inputs come from the host, whose
         # copy would wait for the gate: they are always ready before it closes.
-        fill_behind = own_draw and msg.get("fill_behind") is True
+        # Never in an observed call: the observation's mark waits for the device, behind a gate closed for the draw.
+        fill_behind = own_draw and msg.get("fill_behind") is True and self._watching is None
         early = own_draw and not fill_behind and msg.get("behind") is True and gate.close()
         try:
             nbytes = int(msg["out_nbytes"])
