@@ -6,9 +6,10 @@ window that held every slot's timed calls off (H200 run 59: 2,479 answers of 44.
 device lock's draws), and thrown away. Now:
 
 1. Per task and size, the service keeps a pool of secret seeds (`AnswerPool`), drawn from the OS when first asked
-   for and never shown to a candidate. The answer of a pool seed is kept where it is compared, in the service's
-   device memory (float64, under a byte budget, the least recently used dropped first), so a later attempt of the
-   task is verified on it without the reference and without a copy: the comparison alone.
+   for and never shown to a candidate. The answer of a pool seed is kept in page-locked host memory (float64,
+   under a byte budget, the least recently used dropped first), so a later attempt of the task is verified on it
+   without the reference: one copy onto the device at the copy engine's speed, and the comparison. (Kept in the
+   service's device memory instead, 12 GiB of answers left an honest attempt out of memory on H200 run 65.)
 2. Per size of an attempt, `SeedPlan` says which seed each call takes. The check calls take pool seeds. Each call
    the timing loop can make gets a secret uniform priority; the verified timed calls are the `n` made calls of
    lowest priority. That is a uniformly random choice among the calls made, whatever their number, as the choice
@@ -36,19 +37,31 @@ on a GPU)."""
 ANSWER_BUDGET_BYTES = 2 << 30
 """Memory the kept answers may hold in all, on a host grading on its CPU."""
 
-DEVICE_ANSWER_BUDGET_BYTES = 12 << 30
-"""The same on a GPU, in the service's device memory, where the answers arrive from the reference's arena and are
-compared (an H200 has 139 GiB; the acceptance prints what the device holds as a run ends)."""
+PINNED_ANSWER_BUDGET_BYTES = 12 << 30
+"""The same on a GPU host, page-locked (the H200 host has 128 GiB). Run 65 kept 146 answers in 12 GiB and still
+dropped 454 of 600: the acceptance mix's outputs are up to 256 MiB of float64 each."""
 
 
 def budget_for(device: str) -> int:
     """The kept answers' byte budget for a service grading on `device`."""
-    return DEVICE_ANSWER_BUDGET_BYTES if device.startswith("cuda") else ANSWER_BUDGET_BYTES
+    return PINNED_ANSWER_BUDGET_BYTES if device.startswith("cuda") else ANSWER_BUDGET_BYTES
+
+
+def kept_copy(t):
+    """`t` (an answer on the device, or None) copied into host memory, page-locked where there is a GPU: what the
+    pool keeps."""
+    if t is None or t.device.type == "cpu":
+        return t
+    import torch
+
+    host = torch.empty(t.shape, dtype=t.dtype, device="cpu", pin_memory=True)
+    host.copy_(t)
+    return host
 
 
 @dataclass(frozen=True)
 class Answer:
-    """A reference's answer for one seed, where the service compares (its device): the float64 (or integer) output, the error scale when the
+    """A reference's answer for one seed, in host memory (`kept_copy`): the float64 (or integer) output, the error scale when the
     card has one, and the digest of the inputs the task's own `get_inputs()` made for the seed (None otherwise)."""
 
     ref: object

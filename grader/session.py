@@ -22,7 +22,7 @@ from grader import compile_cache, guard, sandbox, wire
 from grader.compare import EXPERT_SLACK, Verdict, check_output_meta, compare, expert_slack
 from grader.contract import (GRADER_VERSION, SPEEDUP_CLIP, GradeRequest, GradeResult, Reason, SizeResult, Status,
                              clip_speedup, geomean, reward)
-from grader.answers import Answer, AnswerPool, SeedPlan
+from grader.answers import Answer, AnswerPool, SeedPlan, kept_copy
 from grader.inputs import derive_seed, make_inputs, resolve_specs
 from grader.launcher import Slot, WorkerConn
 from grader.statics import (declared_kernels, literal, declared_triton_kernels, host_compute, library_kernels,
@@ -1137,7 +1137,7 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
         ref, scale = _reference(g, sz, seed)
         kept = sz.answers["kept"] > kept
         g.gpu_lock.note("verify: kept answer" if kept else "verify: reference", time.perf_counter() - t)
-        if not kept:  # a kept answer needs no device work: its comparison shares its hold, a computed one's takes its own
+        if not kept:  # a kept answer's copy is short: its comparison shares its hold, a computed one's takes its own
             held.close()
             held.enter_context(piece())
         t = time.perf_counter()
@@ -1231,15 +1231,18 @@ def _reference_worker(g: _Grade) -> WorkerConn:
 
 def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     """The reference's float64 answer (and error scale) for the inputs of `seed`, from the task's
-    sandboxed reference worker. Its time is the grader's, not the attempt's. A pool seed's answer is kept on the
-    device, as it came (`grader.answers`): a later attempt of the task compares with it instead, when the task-made
-    inputs (if any) it was computed on are the ones this attempt handed out."""
+    sandboxed reference worker. Its time is the grader's, not the attempt's. A pool seed's answer is kept in
+    page-locked host memory (`grader.answers`): a later attempt of the task takes it onto the device instead, when
+    the task-made inputs (if any) it was computed on are the ones this attempt handed out."""
     key = g.task.expert_key
     pooled = g.answers is not None and seed in sz.plan.pool
     kept = g.answers.get(key, sz.key, seed) if pooled else None
     if kept is not None and (not sz.given or kept.digest == g.digests.get(seed)):
         sz.answers["kept"] += 1
-        return kept.ref, kept.scale
+        t, device = time.perf_counter(), g.slot.device
+        ref, scale = kept.ref.to(device), (kept.scale.to(device) if kept.scale is not None else None)
+        g.waited_s += time.perf_counter() - t  # the grader's time, as the reference's is
+        return ref, scale
     t = time.perf_counter()
     fd = None
     try:
@@ -1277,7 +1280,8 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
     sz.answers["computed"] += 1
     ref, scale = tensors[0], (tensors[1] if len(tensors) > 1 else None)
     if pooled:
-        g.answers.put(key, sz.key, seed, Answer(ref, scale, reply.get("inputs_digest") if sz.given else None))
+        g.answers.put(key, sz.key, seed, Answer(kept_copy(ref), kept_copy(scale),
+                                                reply.get("inputs_digest") if sz.given else None))
     return ref, scale
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import random
 
+import pytest
 import torch
 
 from grader.answers import Answer, AnswerPool, SeedPlan
@@ -77,3 +78,17 @@ def test_the_verified_calls_are_a_uniformly_random_choice_among_those_made_howev
         assert all(abs(counts[k] - expected) < 5 * expected ** 0.5 for k in range(made)), (made, counts)
     plan = SeedPlan([], check_calls=2, positions=5, pooled=5, rng=random.Random(0))
     assert sorted(plan.verified(3, 10)) == [0, 1, 2]  # never more than were made
+
+
+@pytest.mark.gpu
+def test_an_answer_on_the_device_is_kept_page_locked_on_the_host():
+    """The pool holds no device memory (H200 run 65: 12 GiB of answers there left an honest attempt out of
+    memory); a kept answer is copied back onto the device at the copy engine's speed."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    from grader.answers import kept_copy
+
+    ref = torch.randn(1000, 37, dtype=torch.float64, device="cuda")
+    kept = kept_copy(ref)
+    assert kept.device.type == "cpu" and kept.is_pinned() and torch.equal(kept.to("cuda"), ref)
+    assert kept_copy(None) is None
