@@ -299,12 +299,12 @@ class Slot:
         # root there are no uids to keep them apart, so no spares.
         self.spares = spares and os.geteuid() == 0
         self.spare_uid, self._spare_uid_lock = claim_uid() if self.spares else (None, None)
-        self._spare: tuple[threading.Thread, list, int | None, int | None] | None = None
+        self._spare: tuple[threading.Thread, list, int | None] | None = None  # its thread, its result, its limit
         self._ctl_lock = threading.Lock()  # the zygote answers one request at a time; a spare starts on a thread
         self._closing = False
         self._kept: dict[str, WorkerConn] = {}
         self.live: dict[int, str] = {}
-        """pid -> role ("candidate", "expert", "reference") of every worker of this slot now alive."""
+        """pid -> role ("candidate", "expert", "reference", "spare") of every worker of this slot now alive."""
         self.config = {
             "device": device, "hide": hide, "reveal": list(reveal), "tmp_mb": tmp_mb, "uid": self.uid, "nproc": 512, "nofile": 1024,
             # RLIMIT_FSIZE also caps the memfds that carry outputs, inputs and float64 answers to the parent;
@@ -360,11 +360,7 @@ class Slot:
         has run nothing but the worker's own start-up, as a fresh worker has when its hello arrives."""
         if role != "candidate" or not self.spares:
             return self._spawn(timeout_s, memory_limit_mb, role=role, uid=self.uid if role == "candidate" else None)
-        conn = self._take_spare(memory_limit_mb)
-        if conn is None:
-            spare_uid = self._spare[2] if self._spare is not None else None
-            conn = self._spawn(timeout_s, memory_limit_mb, role=role,
-                               uid=self.spare_uid if spare_uid == self.uid else self.uid)
+        conn = self._take_spare(memory_limit_mb) or self._spawn(timeout_s, memory_limit_mb, role=role, uid=self.uid)
         self._start_spare(memory_limit_mb, self.spare_uid if conn.uid == self.uid else self.uid)
         return conn
 
@@ -380,18 +376,23 @@ class Slot:
                 box.append(e)
 
         thread = threading.Thread(target=start, name=f"slot{self.index}-spare", daemon=True)
-        self._spare = (thread, box, uid, memory_limit_mb)
+        self._spare = (thread, box, memory_limit_mb)
         thread.start()
 
-    def _take_spare(self, memory_limit_mb: int | None) -> WorkerConn | None:
-        """The spare, once its start-up is done, when it started for `memory_limit_mb` and is alive; else None
-        (a spare for another limit, or dead, is ended)."""
+    def _joined_spare(self) -> tuple[WorkerConn | None, int | None]:
+        """The spare once its start-up is done (None if it failed, or there is none) and the limit it started for;
+        the slot holds no spare after."""
         if self._spare is None:
-            return None
-        thread, box, _, limit = self._spare
+            return None, None
+        thread, box, limit = self._spare
         thread.join()
         self._spare = None
-        conn = box[0] if box and isinstance(box[0], WorkerConn) else None
+        return (box[0] if box and isinstance(box[0], WorkerConn) else None), limit
+
+    def _take_spare(self, memory_limit_mb: int | None) -> WorkerConn | None:
+        """The spare, when it started for `memory_limit_mb` and is alive; else None (a spare for another limit, or
+        dead, is ended)."""
+        conn, limit = self._joined_spare()
         if conn is None:
             return None
         if limit != memory_limit_mb or _alive(conn.pid) is not None:
@@ -608,12 +609,9 @@ class Slot:
 
     def close(self) -> None:
         self._closing = True
-        if self._spare is not None:
-            thread, box, _, _ = self._spare
-            thread.join()
-            self._spare = None
-            if box and isinstance(box[0], WorkerConn):
-                self._kill(box[0], box[0].uid)
+        spare, _ = self._joined_spare()
+        if spare is not None:
+            self._kill(spare, spare.uid)
         for name in list(self._kept):
             self._drop(name)
         if self._out_arena is not None:

@@ -39,9 +39,10 @@ def test_the_next_grade_takes_a_spare_under_the_other_uid_that_a_hostile_candida
         assert hostile.status is not Status.CORRECT
         assert after.status is Status.CORRECT, after.reason
         # A spare is ready again, under the uid the last grade did not use; nothing else of either uid lives.
-        thread, box, uid, _ = slot._spare
+        thread, box, _ = slot._spare
         thread.join()
-        assert uid in (slot.uid, slot.spare_uid) and box and box[0].uid == uid
+        uid = box[0].uid
+        assert uid in (slot.uid, slot.spare_uid)
         other = slot.spare_uid if uid == slot.uid else slot.uid
         assert sandbox.uid_pids(uid) == [box[0].pid] and not sandbox.uid_pids(other)
     assert not sandbox.uid_pids(slot.uid) and not sandbox.uid_pids(slot.spare_uid)  # the spare ends with the service
