@@ -8,7 +8,9 @@ its own, in the grading process (the service's parent, where every slot's thread
 - the share of the host's CPUs busy (`/proc/stat`), and runnable threads (`/proc/loadavg`);
 - the cores the parent uses (its `/proc/self/stat`) and the workers by role (`roles`: pid -> "slot N role");
 - how late a thread of the parent wakes from a 0.5 ms sleep: what each slot thread waits for the GIL and a core
-  after every reply, before it can open the next gate or give back its window.
+  after every reply, before it can open the next gate or give back its window;
+- with `device_used` (bytes of the device's memory in use, NVML), how full the device gets: H200 run 65 ran an
+  honest attempt out of memory between two readings the run took only at its end.
 
 `lines()` summarises the samples of one stretch of the run (round 1, or all of it) for summary.txt.
 """
@@ -50,8 +52,10 @@ def _read(path: str) -> str | None:
 class HostWatch:
     """Samples the host every `TICK_S` on a daemon thread until `stop()`; `roles()` names the service's workers."""
 
-    def __init__(self, roles: Callable[[], dict[int, str]] | None = None, tick_s: float = TICK_S):
+    def __init__(self, roles: Callable[[], dict[int, str]] | None = None, tick_s: float = TICK_S,
+                 device_used: Callable[[], int | None] | None = None):
         self.roles = roles or dict
+        self.device_used = device_used
         self.tick_s = tick_s
         self.samples: list[dict] = []
         self.role_cpu: dict[int, tuple[str, float, float]] = {}  # pid -> (role, first seen cpu s, last seen cpu s)
@@ -85,7 +89,8 @@ class HostWatch:
                 span = now["total"] - last["total"]
                 self.samples.append({"t": now["t"], "busy": (now["busy"] - last["busy"]) / span if span else 0.0,
                                      "parent_cores": (now["parent_s"] - last["parent_s"]) / (now["t"] - last["t"]),
-                                     "late_ms": now["late_ms"], "runnable": now["runnable"]})
+                                     "late_ms": now["late_ms"], "runnable": now["runnable"],
+                                     "device_used": self.device_used() if self.device_used is not None else None})
             last = now
             for pid, role in list(self.roles().items()):
                 text = _read(f"/proc/{pid}/stat")
@@ -108,12 +113,15 @@ class HostWatch:
         busy = [s["busy"] for s in rows]
         parent = [s["parent_cores"] for s in rows]
         run = [float(s["runnable"]) for s in rows]
+        used = [s["device_used"] / 2**30 for s in rows if s.get("device_used") is not None]
+        device = ([f"  {label}\tdevice memory used (GiB) median {statistics.median(used):.1f}, p90 "
+                   f"{q(used, 0.9):.1f}, max {max(used):.1f}"] if used else [])
         return [f"  {label}\t{len(rows)} samples over {t_to - t_from:.0f} s; host CPUs busy (of {cores}) median "
                 f"{100 * statistics.median(busy):.0f}%, p90 {100 * q(busy, 0.9):.0f}%; runnable threads median "
                 f"{statistics.median(run):.0f}, p90 {q(run, 0.9):.0f}",
                 f"  {label}\tparent (the slots' threads) cores used median {statistics.median(parent):.2f}, p90 "
                 f"{q(parent, 0.9):.2f}; a parent thread woke late from a {1e3 * PROBE_SLEEP_S:.1f} ms sleep by "
-                f"median {statistics.median(late):.3f} ms, p90 {q(late, 0.9):.3f}, p99 {q(late, 0.99):.3f}"]
+                f"median {statistics.median(late):.3f} ms, p90 {q(late, 0.9):.3f}, p99 {q(late, 0.99):.3f}"] + device
 
     def role_lines(self) -> list[str]:
         """CPU seconds the workers used while sampled, by role (a worker's first and last tick bound it)."""

@@ -67,6 +67,16 @@ def test_host_watch_reads_the_host_and_summarises_a_stretch():
     assert "host CPUs busy" in cores and "woke late" in late
     assert all(s["late_ms"] and min(s["late_ms"]) > -0.1 for s in watch.samples)
     assert watch.lines(0.0, 1.0, "before") == ["  before\tno samples"]
+    # With the device's memory in use sampled (NVML's readings on the GPU; here readings as H200 run 65's device
+    # gave them, 89.1 GiB at its end and full once), the summary says how full it got.
+    readings = iter([80 << 30, (139 << 30) + (1 << 29), 89 << 30] + [89 << 30] * 1000)
+    watch = HostWatch(dict, tick_s=0.05, device_used=lambda: next(readings)).start()
+    t0 = time.perf_counter()
+    while len(watch.samples) < 3 and time.perf_counter() < deadline + 5:
+        time.sleep(0.01)
+    watch.stop()
+    memory = watch.lines(t0, time.perf_counter(), "run")[2]
+    assert "device memory used (GiB)" in memory and memory.endswith("max 139.5"), memory
 
 
 def test_the_lock_model_runs_its_slots_through_the_real_lock_and_prints_a_row_per_variant(capsys):
