@@ -90,7 +90,7 @@ class GraderService:
                                           fill_behind=fill_behind)
         from grader.answers import AnswerPool, budget_for
 
-        # kept across the attempts this service grades, on its device
+        # kept across the attempts this service grades, in page-locked host memory on a GPU host
         self.answers = AnswerPool(budget_bytes=budget_for(self.device)) if answer_pool else None
         cuda = self.device.startswith("cuda")
         # Builders see no device: the arch list torch would pick from it is set for them and the workers alike.
