@@ -87,17 +87,6 @@ def answer_line(results: list[GradeResult]) -> str:
     return f"{kept} of {kept + computed}" + (f" ({kept / (kept + computed):.0%})" if kept + computed else "")
 
 
-def device_used(svc):
-    """Bytes of the device's memory in use now, for the host watch's samples (None without NVML)."""
-    if svc.watch is None:
-        return None
-
-    def read() -> int | None:
-        mem = svc.watch.memory(os.getpid())
-        return None if mem is None else mem["total"] - mem["free"]
-    return read
-
-
 def memory_lines(svc) -> list[str]:
     """What the kept answers hold (`grader.answers`), and the device's memory as the run ends: what every process
     holds of it, and this process's (the parent, where the answers are kept) most reserved."""
@@ -454,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
-        host.append(HostWatch(svc.roles, device_used=device_used(svc)).start())
+        host.append(HostWatch(svc.roles, device_used=svc.watch.used if svc.watch is not None else None).start())
         if args.stall_s:
             threading.Thread(target=watchdog, args=(svc, clock, args, env, finish, say), daemon=True).start()
         for n, groups in enumerate(ROUNDS, 1):

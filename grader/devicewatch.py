@@ -79,6 +79,15 @@ class DeviceWatch:
             out["error"] = error or end.get("error") or mark.get("error")
         return out
 
+    def used(self) -> int | None:
+        """Bytes of the device's memory in use now, by every process (one NVML read: no process list), or None."""
+        with self._lock:
+            try:
+                info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
+            except Exception:  # noqa: BLE001 - no reading
+                return None
+        return int(info.total) - int(info.free)
+
     def memory(self, pid: int) -> dict[str, int] | None:
         """The device's memory now (bytes): its total and free, and what process `pid` holds of it (None when NVML
         lists no such process: it holds no memory there). None when the reading fails."""

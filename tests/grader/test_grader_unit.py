@@ -1203,6 +1203,20 @@ def test_device_watch_names_every_other_process_on_the_device_during_a_timing_lo
     assert w2.since(w2.mark(), {}) == {"sm_mhz": [1980, 1980], "reasons": [], "others": []}
 
 
+def test_device_watch_reads_the_memory_every_process_uses_in_one_read():
+    """`DeviceWatch.used` (the acceptance samples it twice a second) on readings as H200 run 65 gave them as it
+    ended: 89.1 GiB of 140.4 in use; None when the reading fails."""
+    from grader.devicewatch import DeviceWatch
+
+    nvml = _ReplayNVML(clocks=[], reasons=[], samples=[])
+    total = int(140.4 * 2**30)
+    nvml.memory = (total, total - int(89.1 * 2**30), {})
+    watch = DeviceWatch(nvml)
+    assert watch.used() == int(89.1 * 2**30)
+    nvml.memory = None
+    assert watch.used() is None
+
+
 def test_an_out_of_memory_error_on_a_device_other_slots_filled_is_the_graders_failure_not_the_attempts():
     """`session.oom_floor` on NVML readings as H200 run 56 gave them (139.8 GiB, 39 MiB free, 16 slots; three honest
     kernels held about 4 GiB each when they ran out): the device full and the candidate under its share, infra_error
