@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.grade_corpus import adversarial_requests, demo_requests, expert_requests  # noqa: E402
-from bench.hostwatch import HostWatch  # noqa: E402
+from bench.hostwatch import HostWatch, memory_by_kind  # noqa: E402
 from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E402
 from grader.labels import point_label  # noqa: E402
 
@@ -103,6 +103,9 @@ def memory_lines(svc) -> list[str]:
         lines.append(f"  device memory at the end (GiB)\tused {(mem['total'] - mem['free']) / 2**30:.1f} of "
                      f"{mem['total'] / 2**30:.1f}; the parent {(mem['pid_used'] or 0) / 2**30:.1f}, its most "
                      f"reserved {torch.cuda.max_memory_reserved() / 2**30:.1f}")
+        by_kind = svc.watch.memory_by_role(svc.roles())
+        if by_kind is not None:
+            lines.append(f"  device memory at the end by kind of process (GiB)\t{memory_by_kind(by_kind)}")
     return lines
 
 
@@ -443,7 +446,10 @@ def main(argv: list[str] | None = None) -> int:
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
-        host.append(HostWatch(svc.roles, device_used=svc.watch.used if svc.watch is not None else None).start())
+        watch = svc.watch
+        host.append(HostWatch(svc.roles, device_used=watch.used if watch is not None else None,
+                              device_roles=(lambda: watch.memory_by_role(svc.roles())) if watch is not None else None
+                              ).start())
         if args.stall_s:
             threading.Thread(target=watchdog, args=(svc, clock, args, env, finish, say), daemon=True).start()
         for n, groups in enumerate(ROUNDS, 1):

@@ -10,7 +10,9 @@ its own, in the grading process (the service's parent, where every slot's thread
 - how late a thread of the parent wakes from a 0.5 ms sleep: what each slot thread waits for the GIL and a core
   after every reply, before it can open the next gate or give back its window;
 - with `device_used` (bytes of the device's memory in use, NVML), how full the device gets: H200 run 65 ran an
-  honest attempt out of memory between two readings the run took only at its end.
+  honest attempt out of memory between two readings the run took only at its end; with `device_roles` (bytes by
+  kind of process, a whole process list: every `ROLES_EVERY`-th tick), who held it (run 66 filled 139.6 of 140.4 GiB
+  and three experts' references ran out, and no reading said whose memory it was).
 
 `lines()` summarises the samples of one stretch of the run (round 1, or all of it) for summary.txt.
 """
@@ -25,6 +27,7 @@ from typing import Callable
 TICK_S = 0.5
 PROBE_SLEEP_S = 0.0005
 PROBES_PER_TICK = 4
+ROLES_EVERY = 4
 _HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -41,6 +44,12 @@ def proc_cpu_s(stat: str) -> float:
     return (int(fields[11]) + int(fields[12])) / _HZ
 
 
+def memory_by_kind(reading: dict) -> str:
+    """`DeviceWatch.memory_by_role`'s reading in GiB, the whole device first, then each kind, largest first."""
+    kinds = sorted(((k, v) for k, v in reading.items() if k != "used"), key=lambda kv: -kv[1])
+    return f"used {reading['used'] / 2**30:.1f}; " + ", ".join(f"{k} {v / 2**30:.1f}" for k, v in kinds)
+
+
 def _read(path: str) -> str | None:
     try:
         with open(path) as f:
@@ -53,9 +62,11 @@ class HostWatch:
     """Samples the host every `TICK_S` on a daemon thread until `stop()`; `roles()` names the service's workers."""
 
     def __init__(self, roles: Callable[[], dict[int, str]] | None = None, tick_s: float = TICK_S,
-                 device_used: Callable[[], int | None] | None = None):
+                 device_used: Callable[[], int | None] | None = None,
+                 device_roles: Callable[[], dict | None] | None = None):
         self.roles = roles or dict
         self.device_used = device_used
+        self.device_roles = device_roles
         self.tick_s = tick_s
         self.samples: list[dict] = []
         self.role_cpu: dict[int, tuple[str, float, float]] = {}  # pid -> (role, first seen cpu s, last seen cpu s)
@@ -87,10 +98,13 @@ class HostWatch:
                    "runnable": int((_read("/proc/loadavg") or "0 0 0 0/0").split()[3].split("/")[0])}
             if last is not None:
                 span = now["total"] - last["total"]
+                by_role = (self.device_roles() if self.device_roles is not None
+                           and len(self.samples) % ROLES_EVERY == 0 else None)
                 self.samples.append({"t": now["t"], "busy": (now["busy"] - last["busy"]) / span if span else 0.0,
                                      "parent_cores": (now["parent_s"] - last["parent_s"]) / (now["t"] - last["t"]),
                                      "late_ms": now["late_ms"], "runnable": now["runnable"],
-                                     "device_used": self.device_used() if self.device_used is not None else None})
+                                     "device_used": self.device_used() if self.device_used is not None else None,
+                                     "device_roles": by_role})
             last = now
             for pid, role in list(self.roles().items()):
                 text = _read(f"/proc/{pid}/stat")
@@ -116,6 +130,10 @@ class HostWatch:
         used = [s["device_used"] / 2**30 for s in rows if s.get("device_used") is not None]
         device = ([f"  {label}\tdevice memory used (GiB) median {statistics.median(used):.1f}, p90 "
                    f"{q(used, 0.9):.1f}, max {max(used):.1f}"] if used else [])
+        fullest = max((s["device_roles"] for s in rows if s.get("device_roles")), key=lambda r: r["used"], default=None)
+        if fullest is not None:
+            device.append(f"  {label}\tdevice memory by kind of process at the fullest of "
+                          f"{sum(1 for s in rows if s.get('device_roles'))} readings (GiB)\t{memory_by_kind(fullest)}")
         return [f"  {label}\t{len(rows)} samples over {t_to - t_from:.0f} s; host CPUs busy (of {cores}) median "
                 f"{100 * statistics.median(busy):.0f}%, p90 {100 * q(busy, 0.9):.0f}%; runnable threads median "
                 f"{statistics.median(run):.0f}, p90 {q(run, 0.9):.0f}",

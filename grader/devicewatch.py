@@ -100,6 +100,25 @@ class DeviceWatch:
         used = next((int(p.usedGpuMemory) for p in procs if int(p.pid) == pid and p.usedGpuMemory is not None), None)
         return {"total": int(info.total), "free": int(info.free), "pid_used": used}
 
+    def memory_by_role(self, roles: dict[int, str]) -> dict[str, int] | None:
+        """Bytes of the device's memory each kind of process holds now (`roles`: pid -> "slot N role"; the role's
+        last word names the kind: candidate, expert, reference, spare, parent; "not ours" for the rest), with
+        "used" for the whole device. None when the reading fails. A whole process list: for a sample every few
+        seconds, not for every call."""
+        with self._lock:
+            try:
+                info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
+                procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
+            except Exception:  # noqa: BLE001 - no reading
+                return None
+        out = {"used": int(info.total) - int(info.free)}
+        for p in procs:
+            if p.usedGpuMemory is None:
+                continue
+            kind = roles.get(int(p.pid), "not ours").rsplit(" ", 1)[-1] if int(p.pid) in roles else "not ours"
+            out[kind] = out.get(kind, 0) + int(p.usedGpuMemory)
+        return out
+
     def _clocks(self) -> dict[str, Any]:
         nvml = self.nvml
         try:

@@ -71,6 +71,8 @@ class WorkerConn:
     """The uid it runs under (a slot's candidates alternate between two: `Slot.spawn`)."""
     spare: bool = False
     """Started as a spare, while the slot's last candidate was being graded (`Slot.spawn`)."""
+    trimmed: str | None = None
+    """The size it last gave its cached device memory back for (`session._trim`)."""
     warmed: set = field(default_factory=set)
     """The sizes an expert's worker has been called at (`session._expert_warmup`): its first call at one compiles."""
 

@@ -416,6 +416,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     key, out_nbytes = size_key(size), elem * _prod(out_shape)
     sz = _Size(key=key, hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape, out_nbytes=out_nbytes,
                given=card.inputs_from == "task", plan=_seed_plan(g, key, out_nbytes))
+    _trim(g, g.conn, key, candidate=True)
     _watch(g, g.conn, True)
     worst, check_ms, check_min_ms = _check_size(g, sz)
     t, verifying = time.perf_counter(), g.phases["correctness"]
@@ -488,6 +489,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             nonlocal expert
             if expert is None:
                 expert = _expert_worker(g)
+                _trim(g, expert, sz.key)
                 if not windows:
                     held.enter_context(_hold(g, "shared", "check calls"))
             return _hold(g, "check", "check window") if windows else contextlib.nullcontext()
@@ -857,6 +859,28 @@ def _expert_worker(g: _Grade) -> WorkerConn:
     return g.expert
 
 
+def _trim(g: _Grade, conn: WorkerConn, key: str, candidate: bool = False) -> None:
+    """Ask a worker to give its cached device memory back when it last worked at another size than `key`, outside
+    any window (`Worker._trim`): a driver's free and map of memory is host work, and a dozen slots' workers, each
+    holding every size's blocks, ran the device out of memory (H200 runs 65 and 66: an honest attempt and three of
+    the experts' own grades ended `infra_error`). A candidate's reply is checked as after any of its requests; a
+    kept worker that fails here fails again, and is reported, at its next request."""
+    if not g.cuda or conn.trimmed == key:
+        return
+    t = time.perf_counter()
+    try:
+        reply, _, _ = conn.request({"op": "trim", "key": key}, min(g.remaining(), EXPERT_TIMEOUT_S))
+    except (OSError, wire.WireError):
+        if candidate:
+            raise
+        return
+    if candidate:
+        _check_guards(conn, reply, g.slot)
+    conn.trimmed = key
+    if reply.get("emptied"):  # in the acceptance's breakdown of check work, though it holds nothing
+        g.gpu_lock.note("trim, in no window", time.perf_counter() - t)
+
+
 def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size) -> float:
     """The expert's first call at a size in this grade, which compiles its kernels the first time its worker runs at
     the size (H200 run 45: 0.2 s a call); charged to the expert phase. An ungated call, inside what its caller took:
@@ -1132,13 +1156,17 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
                 raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
             g.gpu_lock.note("verify: inputs", time.perf_counter() - t_in)
     with contextlib.ExitStack() as held:
+        kept = _kept_answer(g, sz, seed)
+        if kept is None:  # the reference's worker gives back another size's memory now, in no window
+            _trim(g, _reference_worker(g), sz.key)
         held.enter_context(piece())
-        t, kept = time.perf_counter(), sz.answers["kept"]
-        ref, scale = _reference(g, sz, seed)
-        kept = sz.answers["kept"] > kept
+        t = time.perf_counter()
+        ref, scale, keep = _reference(g, sz, seed, kept)
         g.gpu_lock.note("verify: kept answer" if kept else "verify: reference", time.perf_counter() - t)
-        if not kept:  # a kept answer's copy is short: its comparison shares its hold, a computed one's takes its own
+        if kept is None:  # a kept answer's copy is short: its comparison shares its hold, a computed one's takes its own
             held.close()
+            if keep is not None:
+                keep()
             held.enter_context(piece())
         t = time.perf_counter()
         atol, rtol = task.card.tolerance()
@@ -1229,26 +1257,37 @@ def _reference_worker(g: _Grade) -> WorkerConn:
                             g.task.answer_bytes, "get_inputs" if card.inputs_from == "task" else None)
 
 
-def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
-    """The reference's float64 answer (and error scale) for the inputs of `seed`, from the task's
-    sandboxed reference worker. Its time is the grader's, not the attempt's. A pool seed's answer is kept in
-    page-locked host memory (`grader.answers`): a later attempt of the task takes it onto the device instead, when
-    the task-made inputs (if any) it was computed on are the ones this attempt handed out."""
+def _kept_answer(g: _Grade, sz: _Size, seed: int) -> Answer | None:
+    """The pool's kept answer for `seed` at this size (`grader.answers`), when `seed` is a pool seed with one and
+    the task-made inputs (if any) it was computed on are the ones this attempt handed out; else None."""
+    if g.answers is None or seed not in sz.plan.pool:
+        return None
+    kept = g.answers.get(g.task.expert_key, sz.key, seed)
+    return kept if kept is not None and (not sz.given or kept.digest == g.digests.get(seed)) else None
+
+
+def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None = None) -> tuple:
+    """The reference's float64 answer (and error scale) for the inputs of `seed` on the device, and what keeps it in
+    the pool (a callable, or None). `kept` (`_kept_answer`): taken onto the device instead. Else the task's
+    sandboxed reference worker computes it; a pool seed's answer is then kept in page-locked host memory, copied
+    there from the reference's arena by the returned callable, which the caller runs once it holds no window (a
+    host copy, no device work) and before the worker answers again. The time is the grader's, not the attempt's.
+    The arena is not sealed against writes: the reference could change what is kept, but it defines the answers
+    anyway."""
     key = g.task.expert_key
-    pooled = g.answers is not None and seed in sz.plan.pool
-    kept = g.answers.get(key, sz.key, seed) if pooled else None
-    if kept is not None and (not sz.given or kept.digest == g.digests.get(seed)):
+    if kept is not None:
         sz.answers["kept"] += 1
         t, device = time.perf_counter(), g.slot.device
         ref, scale = kept.ref.to(device), (kept.scale.to(device) if kept.scale is not None else None)
         g.waited_s += time.perf_counter() - t  # the grader's time, as the reference's is
-        return ref, scale
+        return ref, scale, None
+    pooled = g.answers is not None and seed in sz.plan.pool
     t = time.perf_counter()
     fd = None
     try:
         conn = _reference_worker(g)
-        reply, _, _ = conn.request({"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given},
-                                   EXPERT_TIMEOUT_S)
+        reply, _, _ = conn.request({"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given,
+                                    "key": sz.key}, EXPERT_TIMEOUT_S)
         fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
         if sz.given and reply.get("ok") and reply.get("inputs_digest") != g.digests.get(seed):
             raise RuntimeError(f"at size {sz.label}: its get_inputs made other inputs for the same seed than the "
@@ -1269,6 +1308,7 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
             g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
             raise RuntimeError(f"sent {len(tensors)} tensors")
+        conn.trimmed = sz.key  # the worker's memory is this size's now
         _note_parts(g, "reference worker", reply, ("empty cache", "inputs", "run", "check", "write"))
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:
         if fd is not None:
@@ -1279,10 +1319,19 @@ def _reference(g: _Grade, sz: _Size, seed: int) -> tuple:
         g.waited_s += time.perf_counter() - t
     sz.answers["computed"] += 1
     ref, scale = tensors[0], (tensors[1] if len(tensors) > 1 else None)
-    if pooled:
-        g.answers.put(key, sz.key, seed, Answer(kept_copy(ref), kept_copy(scale),
-                                                reply.get("inputs_digest") if sz.given else None))
-    return ref, scale
+    if not pooled:
+        return ref, scale, None
+    digest = reply.get("inputs_digest") if sz.given else None
+    if not in_arena:  # an answer past the arena's size (rare): copied back from the device, in the caller's window
+        g.answers.put(key, sz.key, seed, Answer(kept_copy(ref), kept_copy(scale), digest))
+        return ref, scale, None
+    arena, metas, pin = conn.arena, reply["tensors"], g.cuda
+
+    def keep() -> None:
+        host = arena.read(metas, "cpu", pin=pin)
+        g.answers.put(key, sz.key, seed, Answer(host[0], host[1] if len(host) > 1 else None, digest))
+
+    return ref, scale, keep
 
 
 def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None, window=None,

@@ -158,9 +158,9 @@ def _fill(buf, tensors: list, metas: list[dict]) -> None:
             buf[m["offset"]:m["offset"] + m["nbytes"]].copy_(t.detach().contiguous().view(-1).view(torch.uint8))
 
 
-def _read(buf, size: int, metas: list[dict], device: str) -> list:
-    """Fresh tensors on `device` from the places `metas` claim in `buf` (`size` bytes); every claim is
-    checked against the buffer before a byte is read: the writer is not trusted."""
+def _read(buf, size: int, metas: list[dict], device: str, pin: bool = False) -> list:
+    """Fresh tensors on `device` (page-locked with `pin`, on the host) from the places `metas` claim in `buf` (`size`
+    bytes); every claim is checked against the buffer before a byte is read: the writer is not trusted."""
     import torch
 
     need = max((m["offset"] + m["nbytes"] for m in metas), default=0)
@@ -172,7 +172,7 @@ def _read(buf, size: int, metas: list[dict], device: str) -> list:
         if not isinstance(dtype, torch.dtype) or any(s < 0 for s in shape) \
                 or m["nbytes"] != math.prod(shape) * dtype.itemsize:  # checked before anything is allocated
             raise WireError(f"tensor bytes {m['nbytes']} do not match shape {m['shape']} {m['dtype']}")
-        t = torch.empty(shape, dtype=dtype, device=device)
+        t = torch.empty(shape, dtype=dtype, device=device, pin_memory=pin)
         if m["nbytes"]:
             t.view(-1).view(torch.uint8).copy_(buf[m["offset"]:m["offset"] + m["nbytes"]])
         out.append(t)
@@ -339,8 +339,8 @@ class Arena(_Mapped):
             os.close(self.fd)
             raise
 
-    def read(self, metas: list[dict], device: str) -> list:
-        return _read(self.buf, self.nbytes, metas, device)
+    def read(self, metas: list[dict], device: str, pin: bool = False) -> list:
+        return _read(self.buf, self.nbytes, metas, device, pin)
 
     def scrub(self) -> None:
         """Zero it all: an arena lent to one worker after another (a slot's candidates) hands none of them what

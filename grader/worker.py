@@ -40,10 +40,11 @@ _STREAM = {"caller": None, "raw": None}  # the caller's raw CUDA stream during a
 REBASES = {"load": frozenset({"Worker.fn", "Worker.scale_fn", "Worker._guarded", "os.environ"}),
            "watch": frozenset({"Worker._watching"}),
            "arena": frozenset({"Worker._arena", "Worker._arena_error"}),
-           "reference": frozenset({"Worker._answer_key"})}
+           "reference": frozenset({"Worker._answer_key"}),
+           "trim": frozenset({"Worker._answer_key"})}
 """What a request may change in the worker's own state: a load sets the entry point and the audited
 environment, a watch opens or closes the observation, an arena lent before the load is taken, a reference's answer
-notes its size; nothing else may change."""
+or a trim notes its size; nothing else may change."""
 MAX_EXT_REPORT_HEADER = 256 << 10
 """Largest build report (its materials hold the full extension sources) sent in a reply header; a
 larger one is dropped, so a huge extension compiles every time instead of overflowing the frame."""
@@ -212,6 +213,11 @@ def _fmt_error(e: BaseException) -> tuple[str, str]:
     return _error_kind(e), format_error(e)
 
 
+def _answer_key(msg: dict) -> str:
+    """A reference request's size, as `_trim` keys it: its specs and whether the inputs are the task's own."""
+    return f"{msg.get('specs')!r}/{bool(msg.get('task_inputs'))}"
+
+
 def _reference_call(ref, scale, inputs: list, upcast) -> tuple:
     """A reference and its error scale on the float64 copies of the inputs (runs on a candidate thread)."""
     wide = upcast(inputs)
@@ -329,9 +335,9 @@ class Worker:
         self._storage_ptr = (lambda t, _s=torch._C.TensorBase.untyped_storage, _p=torch._C.StorageBase.data_ptr:
                              _p(_s(t)))
         self.clock = timing.DeviceClock(device, flush=role != "reference")
-        # A reference worker gives its cached device memory back after each answer: kept for every task
-        # of a slot, it would otherwise hold its largest float64 answer's memory while idle.
-        self._empty_cache = torch.cuda.empty_cache if self.cuda and role == "reference" else None
+        # Cached device memory goes back at a new size (`_trim`, asked by the parent outside any window; a reference
+        # worker's answer does it itself when not asked): a kept worker would otherwise hold every size's blocks.
+        self._empty_cache = torch._C._cuda_emptyCache if self.cuda else None  # the C function: nothing to replace
         self.role = role
         # The arena its parent lends it (wire.Arena): a reference worker's answers go into it, and a candidate
         # worker's fetched outputs (and the inputs kept with them).
@@ -399,7 +405,7 @@ class Worker:
         self._announce = announce
         ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release,
                "reference": self._reference, "inputs": self._task_inputs, "watch": self._watch, "gate": self._gate,
-               "arena": self._lend_arena}
+               "arena": self._lend_arena, "trim": self._trim}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
         state = self._state
         while True:
@@ -781,10 +787,8 @@ class Worker:
         # The cached device memory goes back when the size changes, not after every answer: a size's answers reuse
         # its blocks (H200 run 45: 10 ms an answer to free and allocate them again), and a kept worker idles on one
         # size's memory at most. The last answer and inputs, buried, are dropped as that thread starts.
-        key = (repr(msg.get("specs")), bool(msg.get("task_inputs")))
-        if self._empty_cache is not None and key != self._answer_key:
-            self.runner.bury(self.runner.run(self._empty_cache, ()))
-        self._answer_key = key
+        if self.role == "reference":
+            self._trim({"key": msg.get("key") or _answer_key(msg)})
         t_emptied = _now()
         digest = None
         if msg.get("task_inputs"):
@@ -824,6 +828,20 @@ class Worker:
                 # inputs, the reference's run, the interpreter check, the copy to this side
                 "parts_ms": [(t_emptied - t_begin) / 1e6, (t_inputs - t_emptied) / 1e6, (t_run - t_inputs) / 1e6,
                              (t_checked - t_run) / 1e6, (t_written - t_checked) / 1e6]}, fd
+
+    def _trim(self, msg: dict):
+        """Give the cached device memory back when `key` (a size) differs from the last one's. The parent asks at each
+        new size outside any window, so the time the driver takes to free and map memory again holds no other slot's
+        timed calls off (H200 run 66: 17 ms an answer inside a reference's check window, on average). Its own device
+        work is done: the last call synchronised. What it buried is dropped as that thread starts."""
+        key = msg.get("key")
+        emptied = self._empty_cache is not None and key != self._answer_key
+        if emptied and self.role == "reference":  # on its thread, where the last answer and inputs are dropped first
+            self.runner.bury(self.runner.run(self._empty_cache, ()))
+        elif emptied:  # a timing worker: on this thread, never on the candidate's, where its hooks may wait
+            self._empty_cache()
+        self._answer_key = key
+        return {"ok": True, "emptied": emptied}, None
 
     def _release(self, msg: dict):
         self.kept.clear()

@@ -77,6 +77,19 @@ def test_host_watch_reads_the_host_and_summarises_a_stretch():
     watch.stop()
     memory = watch.lines(t0, time.perf_counter(), "run")[2]
     assert "device memory used (GiB)" in memory and memory.endswith("max 139.5"), memory
+    # With who holds it read every few ticks, the summary breaks the fullest of those readings down by kind.
+    gib = 2**30
+    by_role = iter([{"used": 90 * gib, "candidate": 40 * gib}, {"used": 130 * gib, "parent": 11 * gib,
+                                                                "expert": 50 * gib, "candidate": 60 * gib}]
+                   + [{"used": 100 * gib}] * 1000)
+    watch = HostWatch(dict, tick_s=0.02, device_used=lambda: 0, device_roles=lambda: next(by_role)).start()
+    t0 = time.perf_counter()
+    while len(watch.samples) < 9 and time.perf_counter() < deadline + 10:
+        time.sleep(0.01)
+    watch.stop()
+    assert sum(1 for s in watch.samples if s["device_roles"]) >= 3  # every few ticks, not every one
+    fullest = watch.lines(t0, time.perf_counter(), "run")[3]
+    assert fullest.endswith("(GiB)\tused 130.0; candidate 60.0, expert 50.0, parent 11.0"), fullest
 
 
 def test_the_lock_model_runs_its_slots_through_the_real_lock_and_prints_a_row_per_variant(capsys):

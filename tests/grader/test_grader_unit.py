@@ -1217,6 +1217,25 @@ def test_device_watch_reads_the_memory_every_process_uses_in_one_read():
     assert watch.used() is None
 
 
+def test_device_watch_sums_the_memory_each_kind_of_process_holds():
+    """`DeviceWatch.memory_by_role` (the acceptance's per-kind breakdown of the device's memory): processes summed by
+    their role's last word, those the service does not name as "not ours", a process NVML gives no figure for left
+    out; None when the reading fails."""
+    from grader.devicewatch import DeviceWatch
+
+    gib = 2**30
+    nvml = _ReplayNVML(clocks=[], reasons=[], samples=[])
+    nvml.memory = (140 * gib, 10 * gib, {1: 11 * gib, 2: 4 * gib, 3: 5 * gib, 4: 3 * gib, 5: 1 * gib, 6: None,
+                                          7: 2 * gib})
+    roles = {1: "parent", 2: "slot 0 candidate", 3: "slot 1 candidate", 4: "slot 0 expert", 5: "slot 3 spare",
+             6: "slot 2 reference"}
+    watch = DeviceWatch(nvml)
+    assert watch.memory_by_role(roles) == {"used": 130 * gib, "parent": 11 * gib, "candidate": 9 * gib,
+                                           "expert": 3 * gib, "spare": 1 * gib, "not ours": 2 * gib}
+    nvml.memory = None
+    assert watch.memory_by_role(roles) is None
+
+
 def test_an_out_of_memory_error_on_a_device_other_slots_filled_is_the_graders_failure_not_the_attempts():
     """`session.oom_floor` on NVML readings as H200 run 56 gave them (139.8 GiB, 39 MiB free, 16 slots; three honest
     kernels held about 4 GiB each when they ran out): the device full and the candidate under its share, infra_error

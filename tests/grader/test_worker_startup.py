@@ -440,3 +440,36 @@ def test_check_windows_each_piece_of_check_work_and_a_warm_experts_first_call_at
         r = _grade(service, name, HONEST)
         assert r.status is Status.CORRECT, r.reason
         assert service.gpu_lock.stats()["check_windows"] - before == windows * len(r.sizes) - 1, (name, r.sizes)
+
+
+def test_a_worker_gives_its_cached_device_memory_back_at_a_new_size_and_only_then(service):
+    """`op: trim` (asked by the parent at each new size, outside any window): the worker empties its allocator's
+    cache when the size differs from the last one's, and says so; the same size again empties nothing. It changes
+    nothing the worker's integrity check guards but the size it notes. On the GPU the device gets the memory back."""
+    slot = service.slots[0]
+    cuda = service.device.startswith("cuda")
+    conn = slot.spawn(60.0)
+    try:
+        reply, _, _ = conn.request({"op": "load", "source": HONEST, "entry_point": "run", "ext_offer": []}, 60.0)
+        assert reply["ok"], reply
+        rows = 1 << 16  # 64 MiB of inputs and as much output
+        specs = [{"shape": [rows, 256], "dtype": "float32", "dist": "normal", "mean": [0.5, 0.5], "std": [1, 1],
+                  "low": 0.0, "high": 1.0}]
+        call, _, _ = conn.request({"op": "call", "specs": specs, "seed": 7, "out_nbytes": rows * 256 * 4,
+                                   "keep_inputs": False, "tag": "check", "trace": False, "gated": False}, 60.0)
+        assert call["ok"], call
+        released, _, _ = conn.request({"op": "release"}, 60.0)
+        assert released["ok"], released
+        used = service.watch.used if cuda and service.watch is not None else (lambda: None)
+        before = used()
+        first, _, _ = conn.request({"op": "trim", "key": "a"}, 60.0)
+        after = used()
+        again, _, _ = conn.request({"op": "trim", "key": "a"}, 60.0)
+        other, _, _ = conn.request({"op": "trim", "key": "b"}, 60.0)
+    finally:
+        slot.finish(conn)
+    for r in (first, again, other):
+        assert r["ok"] and not r.get("tampered"), r
+    assert (first["emptied"], again["emptied"], other["emptied"]) == (cuda, False, cuda)
+    if before is not None and after is not None:
+        assert before - after >= 64 << 20, (before, after)  # the call's inputs and output, cached until now
