@@ -419,6 +419,11 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     _trim(g, g.conn, key, candidate=True)
     _watch(g, g.conn, True)
     worst, check_ms, check_min_ms = _check_size(g, sz)
+    # The check calls' records are judged before the timing loop, whose calls and verifications a candidate that
+    # already broke a rule of its task would otherwise hold the device for (H200 run 66: attempts whose first check
+    # call ran the task's library op went on through 20 timed pairs, 21-24 s a grade). Rules judge one call at a
+    # time, so the floor is the one the judgement after the loop gave, in the same order.
+    _judge_observed(g, sz, _watch(g, g.conn, False))
     t, verifying = time.perf_counter(), g.phases["correctness"]
     observed: list[dict] = []
     cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed, check_ms, check_min_ms)
@@ -551,6 +556,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     # search: H200 runs 18, 22 and 23).
     trace_at = g.rng.randrange(eff.warmup_pairs + max_reps)
     expert = _expert_worker(g)
+    _watch(g, g.conn, True)  # the warm-up calls, observed as the check calls were
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
     traced = slow = False

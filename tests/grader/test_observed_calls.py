@@ -58,6 +58,26 @@ def test_a_library_op_in_an_observed_call_floors():
 
 
 @pytest.mark.xdist_group("observed_calls")
+def test_a_rule_broken_in_a_check_call_floors_before_any_timing_loop():
+    """The check calls' records are judged before the size's timing loop: a candidate whose first call ran the
+    task's library op holds the device for no loop at all (on the CPU every loop holds it `exclusive`), where an
+    honest one's loops do."""
+    effort = dataclasses.replace(Effort.for_device(False), check_calls=2, warmup_pairs=1, min_reps=3, max_reps=3)
+    req = lambda aid, src: GradeRequest(attempt_id=aid, task_id="softmax_rows_fp32", source=src,  # noqa: E731
+                                        language="pytorch", seed=1, timeout_s=120)
+    with GraderService(mode="zygote", workers=1, effort=effort) as svc:
+        before = svc.gpu_lock.stats()["exclusive_s"]
+        cheat = svc.grade_one(req("only_first", LIBRARY_ONLY_FIRST))
+        between = svc.gpu_lock.stats()["exclusive_s"]
+        honest = svc.grade_one(req("honest", HONEST))
+        after = svc.gpu_lock.stats()["exclusive_s"]
+    assert (cheat.status, cheat.reason_code) == (Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP), cheat.reason
+    assert "(check)" in cheat.reason, cheat.reason
+    assert honest.status is Status.CORRECT, honest.reason
+    assert between == before < after, (before, between, after)
+
+
+@pytest.mark.xdist_group("observed_calls")
 def test_an_extract_max_top_k_that_knocks_out_by_index_put_is_honest():
     """`x[rows, idx] = -inf` runs aten::index_put_, data movement the card's indexing group allows; H200 run 39
     floored this demo attempt `forbidden_op` when the group lacked it."""
