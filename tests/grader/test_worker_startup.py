@@ -367,8 +367,14 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     # and its check work is broken down in the lock's stats: the verifications' parts, the reference worker's own
     after = service.gpu_lock.stats()["purposes"]
     for part in ("verify: fetch", "verify: reference", "verify: compare", "reference worker: run",
-                 "reference worker: write", "check call: call", "check window"):
+                 "reference worker: write", "check window"):
         assert after[part][0] > before.get(part, (0, 0.0))[0], (part, after.get(part))
+    # a size's first check call counted apart (a kernel specialised on the size compiles in it); the attempt's very
+    # first, which compiles under no hold, is in neither
+    firsts = after["check call, a size's first: call"][0] - before.get("check call, a size's first: call", (0, 0))[0]
+    others = after.get("check call: call", (0, 0))[0] - before.get("check call: call", (0, 0))[0]
+    calls = service.effort.check_calls
+    assert (firsts, others) == (len(r.sizes) - 1, len(r.sizes) * calls - len(r.sizes)), (firsts, others, calls)
     warmed = ("expert warm-up: call", "expert warm-up, compiling: call")  # its first at a size in its worker compiles
     assert sum(after.get(k, (0, 0.0))[0] - before.get(k, (0, 0.0))[0] for k in warmed) == len(r.sizes), after
     # with `Effort.check_windows` each piece of check work takes a check window (one purpose for all), and the timed
