@@ -26,7 +26,11 @@ a pair's two calls drawn at once included. Again on 2026-12-05 (25 s a variant),
 drawing behind their gate 1.27x run 59's shape, and every answer kept as well 1.41x, as much as no check work at all
 (1.42x); gating the check calls adds nothing more. There the slots spend two thirds of their time outside the loops,
 in the 1.5 s of host work per size: the next lever after 0.18.0 is that work (start-up, compiling), or more slots
-(`--slots 24`: 1.39x run 59's shape at 24 slots, 6.72 sizes a second against 4.80 at 12).
+(`--slots 24`: 1.39x run 59's shape at 24 slots, 6.72 sizes a second against 4.80 at 12). With H200 run 66's check
+work (2026-12-05, 20 s a variant): the answer's empty-cache and pool copy out of its window 1.00x, the reference's
+answer gated (8 ms a hold) 1.17x, answers and check calls gated 1.33x. This model's draws held 30% of its time where
+run 66's held 74%: it does not stretch a hold the way the device's time-slicing between processes does, so it
+undervalues every lever on check work.
 """
 from __future__ import annotations
 
@@ -72,6 +76,10 @@ class Shape:
     # reference's starts, builds (run 59: loops took 31% of the slots' time)
 
 
+RUN66 = {"draw_window": False, "device": 1.05, "check_call": 82.0, "fetch": 23.5, "inputs": 6.2, "reference": 95.0,
+         "compare": 10.2}
+"""H200 run 66's check work (ms, means): a check call's round trip, a verification's parts."""
+
 VARIANTS = {
     "run 59": {},
     "reference 12 ms shorter": {"reference": 32.8},
@@ -89,6 +97,10 @@ VARIANTS = {
                                                       "check_call": 8.0},
     "draws behind + answers kept + no check call": {"draw_window": False, "device": 1.05, "reference": 0.0,
                                                   "check_calls": 0},
+    "run 66 (0.18.0: answers kept on the host)": dict(RUN66),
+    "run 66 less empty-cache and pool copy in the answer's window": {**RUN66, "reference": 54.0},
+    "run 66 with the reference's answer gated (its device work alone)": {**RUN66, "reference": 8.0},
+    "run 66 with answers and check calls gated": {**RUN66, "reference": 8.0, "check_call": 10.0},
 }
 
 
