@@ -256,7 +256,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
-            sr, m = _grade_size(g, size, hidden)
+            sr, m = _grade_size(g, size, hidden, first=not sizes_out)
             sizes_out.append(sr)
             if m is not None:
                 measured.append(m)
@@ -409,7 +409,7 @@ class _Size:
         return "hidden" if self.hidden else self.key
 
 
-def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float | None]:
+def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False) -> tuple[SizeResult, float | None]:
     card = g.task.card
     out_shape = resolve_shape(card.output_shape, size)
     elem = DTYPE_BYTES[card.output_dtype]
@@ -419,14 +419,18 @@ def _grade_size(g: _Grade, size: dict, hidden: bool) -> tuple[SizeResult, float 
     _trim(g, g.conn, key, candidate=True)
     _watch(g, g.conn, True)
     worst, check_ms, check_min_ms = _check_size(g, sz)
-    # The check calls' records are judged before the timing loop, whose calls and verifications a candidate that
-    # already broke a rule of its task would otherwise hold the device for (H200 run 66: attempts whose first check
-    # call ran the task's library op went on through 20 timed pairs, 21-24 s a grade). Rules judge one call at a
-    # time, so the floor is the one the judgement after the loop gave, in the same order.
-    _judge_observed(g, sz, _watch(g, g.conn, False))
-    t, verifying = time.perf_counter(), g.phases["correctness"]
+    # At the grade's first size the check calls' records are judged before the timing loop, whose calls and
+    # verifications a candidate that already broke a rule of its task would otherwise hold the device for (H200 run
+    # 66: attempts whose first check call ran the task's library op went on through 20 timed pairs, 21-24 s a
+    # grade). Rules judge one call at a time, so the floor is the one the judgement after the loop gave, in the same
+    # order. Only there: the observation's close and reopen cost 0.2 s (on the CPU), and at later sizes the
+    # judgement after the loop, as before, sees the check calls too.
     observed: list[dict] = []
-    cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed, check_ms, check_min_ms)
+    if first:
+        _judge_observed(g, sz, _watch(g, g.conn, False))
+    t, verifying = time.perf_counter(), g.phases["correctness"]
+    cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed, check_ms, check_min_ms,
+                                                                         reopen=first)
     g.phases["timing"] += time.perf_counter() - t - (g.phases["correctness"] - verifying)
     worst = max(worst, verified)
     # the pool's seeds this size's calls took (every other call's derives from the grade's root seed), written now
@@ -538,7 +542,7 @@ def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list) -> list[dict]:
     return _watch(g, g.conn, False)
 
 
-def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_ms: float
+def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_ms: float, reopen: bool = False
                ) -> tuple[list, list, list, float, dict | None, dict, float | None]:
     """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
     same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
@@ -560,7 +564,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     # search: H200 runs 18, 22 and 23).
     trace_at = g.rng.randrange(eff.warmup_pairs + max_reps)
     expert = _expert_worker(g)
-    _watch(g, g.conn, True)  # the warm-up calls, observed as the check calls were
+    if reopen:  # the check calls' observation was closed and judged (`_grade_size`): the warm-up calls get one
+        _watch(g, g.conn, True)
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
     traced = slow = False
