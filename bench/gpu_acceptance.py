@@ -378,6 +378,9 @@ def main(argv: list[str] | None = None) -> int:
                     "sample (python bench/cuda_l1_sample.py --n N, where ../shared/data is; carry .gpu_carry)")
     ap.add_argument("--demo", type=int, default=0, help="also grade this many attempts of the demo corpus")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
+    ap.add_argument("--min-reps", type=int, default=None,
+                    help="timed pairs a size makes at least before its interval may end it (`Effort.min_reps`; the "
+                         "device's default otherwise): the repeat-precision figures say what fewer pairs cost")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
                     f"without them: {', '.join(SWITCHES)}")
     ap.add_argument("--fresh-sample", type=int, default=0, help="first grade this many of round 1's attempts (every "
@@ -438,13 +441,24 @@ def main(argv: list[str] | None = None) -> int:
     clock["service_t0"] = t0 = time.perf_counter()
     # The service and the baseline each build extensions into an empty cache of their own: neither is served
     # what the other compiled (within a round every attempt is another program anyway).
+    effort = None
+    if args.min_reps is not None:
+        import dataclasses
+
+        import torch
+
+        from grader.session import Effort
+
+        cuda = args.device.startswith("cuda") or (args.device == "auto" and torch.cuda.is_available())
+        effort = dataclasses.replace(Effort.for_device(cuda), min_reps=args.min_reps)
     with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards,
-                       compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"),
+                       compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"), effort=effort,
                        **dict(switches, build_ahead=None if switches["build_ahead"] else 0)) as svc:
-        env = dict(environment(svc), switches=switches)
+        env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps)
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
-            f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}")
+            f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}; "
+            f"min_reps {svc.effort.min_reps}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
         watch = svc.watch
         host.append(HostWatch(svc.roles, device_used=watch.used if watch is not None else None,
