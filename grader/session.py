@@ -109,12 +109,17 @@ class Effort:
     "done", so no other worker's gate is ever closed during it (0.11.0 and 0.12.0; bench/gpu_acceptance.py
     --without split_window)."""
 
+    judge_first: bool = True
+    """At the grade's first size, the check calls' records are judged before the timing loop (`_grade_size`): a
+    candidate that breaks a rule from its first call holds the device for no loop. Off on the CPU, whose loops of 3
+    pairs cost less than the observation's extra close and reopen (0.15-0.2 s a grade)."""
+
     @staticmethod
     def for_device(cuda: bool) -> "Effort":
         # CPU sizes are tiny: every timed output is verified there.
         return Effort() if cuda else Effort(check_calls=1, warmup_pairs=0, min_reps=3, max_reps=3,
                                             target_log2_halfwidth=math.inf, verify_timed=3, verify_fraction=1.0,
-                                            size_budget_s=2.0)
+                                            size_budget_s=2.0, judge_first=False)
 
 
 BANDWIDTH_BYTES_PER_S = {"H200": 4.8e12, "H100": 3.35e12, "A100": 2.0e12, "cpu": 1.0e12}
@@ -256,7 +261,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
-            sr, m = _grade_size(g, size, hidden, first=not sizes_out)
+            sr, m = _grade_size(g, size, hidden, first=not sizes_out and effort.judge_first)
             sizes_out.append(sr)
             if m is not None:
                 measured.append(m)
@@ -423,8 +428,8 @@ def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False) -> tup
     # verifications a candidate that already broke a rule of its task would otherwise hold the device for (H200 run
     # 66: attempts whose first check call ran the task's library op went on through 20 timed pairs, 21-24 s a
     # grade). Rules judge one call at a time, so the floor is the one the judgement after the loop gave, in the same
-    # order. Only there: the observation's close and reopen cost 0.2 s (on the CPU), and at later sizes the
-    # judgement after the loop, as before, sees the check calls too.
+    # order. Only there (`Effort.judge_first`): the observation's close and reopen cost 0.2 s (on the CPU), and at
+    # later sizes the judgement after the loop, as before, sees the check calls too.
     observed: list[dict] = []
     if first:
         _judge_observed(g, sz, _watch(g, g.conn, False))

@@ -59,10 +59,11 @@ def test_a_library_op_in_an_observed_call_floors():
 
 @pytest.mark.xdist_group("observed_calls")
 def test_a_rule_broken_in_a_check_call_floors_before_any_timing_loop():
-    """The check calls' records are judged before the size's timing loop: a candidate whose first call ran the
-    task's library op holds the device for no loop at all (on the CPU every loop holds it `exclusive`), where an
-    honest one's loops do."""
-    effort = dataclasses.replace(Effort.for_device(False), check_calls=2, warmup_pairs=1, min_reps=3, max_reps=3)
+    """The check calls' records are judged before the first size's timing loop (`Effort.judge_first`, as on a GPU):
+    a candidate whose first call ran the task's library op holds the device for no loop at all (on the CPU every
+    loop holds it `exclusive`), where an honest one's loops do."""
+    effort = dataclasses.replace(Effort.for_device(False), check_calls=2, warmup_pairs=1, min_reps=3, max_reps=3,
+                                 judge_first=True)
     req = lambda aid, src: GradeRequest(attempt_id=aid, task_id="softmax_rows_fp32", source=src,  # noqa: E731
                                         language="pytorch", seed=1, timeout_s=120)
     with GraderService(mode="zygote", workers=1, effort=effort) as svc:
