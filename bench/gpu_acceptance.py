@@ -79,6 +79,9 @@ SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "inte
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
+OPT_IN = ("gated_reference",)
+"""The parts `--with` switches on (each an `Effort` field, off by default)."""
+
 
 def answer_line(results: list[GradeResult]) -> str:
     """How many verifications of the timed sizes took a kept answer (`loop["answers"]`), and how many a computed one."""
@@ -378,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
                     "sample (python bench/cuda_l1_sample.py --n N, where ../shared/data is; carry .gpu_carry)")
     ap.add_argument("--demo", type=int, default=0, help="also grade this many attempts of the demo corpus")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
+    ap.add_argument("--with", dest="with_", default="", help="comma-separated parts, off by default until a GPU "
+                    f"run has measured them, to switch on: {', '.join(OPT_IN)}")
     ap.add_argument("--min-reps", type=int, default=None,
                     help="timed pairs a size makes at least before its interval may end it (`Effort.min_reps`; the "
                          "device's default otherwise): the repeat-precision figures say what fewer pairs cost")
@@ -441,8 +446,11 @@ def main(argv: list[str] | None = None) -> int:
     clock["service_t0"] = t0 = time.perf_counter()
     # The service and the baseline each build extensions into an empty cache of their own: neither is served
     # what the other compiled (within a round every attempt is another program anyway).
+    opted = {w for w in args.with_.split(",") if w}
+    if opted - set(OPT_IN):
+        ap.error(f"--with: unknown parts {sorted(opted - set(OPT_IN))}")
     effort = None
-    if args.min_reps is not None:
+    if args.min_reps is not None or opted:
         import dataclasses
 
         import torch
@@ -450,15 +458,18 @@ def main(argv: list[str] | None = None) -> int:
         from grader.session import Effort
 
         cuda = args.device.startswith("cuda") or (args.device == "auto" and torch.cuda.is_available())
-        effort = dataclasses.replace(Effort.for_device(cuda), min_reps=args.min_reps)
+        effort = dataclasses.replace(Effort.for_device(cuda), **dict.fromkeys(opted, True),
+                                     **({"min_reps": args.min_reps} if args.min_reps is not None else {}))
     with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards,
                        compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"), effort=effort,
                        **dict(switches, build_ahead=None if switches["build_ahead"] else 0)) as svc:
-        env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps)
+        env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
+                   switched_on={part: getattr(svc.effort, part) for part in OPT_IN})
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}; "
-            f"min_reps {svc.effort.min_reps}")
+            f"min_reps {svc.effort.min_reps}; switched on: "
+            f"{', '.join(p for p in OPT_IN if getattr(svc.effort, p)) or 'nothing'}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
         watch = svc.watch
         host.append(HostWatch(svc.roles, device_used=watch.used if watch is not None else None,

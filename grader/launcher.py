@@ -73,6 +73,10 @@ class WorkerConn:
     """Started as a spare, while the slot's last candidate was being graded (`Slot.spawn`)."""
     trimmed: str | None = None
     """The size it last gave its cached device memory back for (`session._trim`)."""
+    answered: str | None = None
+    """The size of a reference worker's last answer (`session._gates_answer`)."""
+    gate_stalled: bool = False
+    """A reference worker's gated answer waited for the device behind its gate: no more are gated."""
     warmed: set = field(default_factory=set)
     """The sizes an expert's worker has been called at (`session._expert_warmup`): its first call at one compiles."""
 
@@ -461,7 +465,7 @@ class Slot:
         conn.baseline_threads = sandbox.thread_count(conn.pid)
         if isinstance(hello.get("audit_fd"), int):
             conn.audit_target = sandbox.fd_target(conn.pid, hello["audit_fd"])
-        if self.device.startswith("cuda") and role != "reference":  # the workers that time have a launch gate
+        if self.device.startswith("cuda"):  # the workers that time, and a reference whose answers may be gated
             try:
                 hello["gate"] = (self._lend_gate(conn, timeout_s) if self.launch_gate
                                  else "off: switched off for this service")

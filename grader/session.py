@@ -109,6 +109,11 @@ class Effort:
     "done", so no other worker's gate is ever closed during it (0.11.0 and 0.12.0; bench/gpu_acceptance.py
     --without split_window)."""
 
+    gated_reference: bool = False
+    """The reference's answers at a size after its first go through its worker's launch gate, so their check window
+    holds the answer's device work alone, not the worker's host work (`session._gates_answer`; H200 run 66: 95 ms a
+    computed answer's hold, 54 of them the worker's own). Off until a GPU run has measured it (the acceptance's
+    `--with gated_reference`)."""
     judge_first: bool = True
     """At the grade's first size, the check calls' records are judged before the timing loop (`_grade_size`): a
     candidate that breaks a rule from its first call holds the device for no loop. Off on the CPU, whose loops of 3
@@ -1175,18 +1180,28 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
             if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
                 raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
             g.gpu_lock.note("verify: inputs", time.perf_counter() - t_in)
+    keep = None
     with contextlib.ExitStack() as held:
         kept = _kept_answer(g, sz, seed)
+        gated = False
         if kept is None:  # the reference's worker gives back another size's memory now, in no window
-            _trim(g, _reference_worker(g), sz.key)
-        held.enter_context(piece())
+            conn = _reference_conn(g)
+            _trim(g, conn, sz.key)
+            gated = _gates_answer(g, conn, sz)
+        if not gated:
+            held.enter_context(piece())
         t = time.perf_counter()
-        ref, scale, keep = _reference(g, sz, seed, kept)
-        g.gpu_lock.note("verify: kept answer" if kept else "verify: reference", time.perf_counter() - t)
-        if kept is None:  # a kept answer's copy is short: its comparison shares its hold, a computed one's takes its own
-            held.close()
+        # Gated, the answer's device work takes a window of its own (`Effort.gated_reference`), and its copy onto this
+        # device and the comparison share the next.
+        ref, scale, keep = _reference(g, sz, seed, kept, window=(lambda kind: piece()) if gated else None,
+                                      read_hold=(lambda: held.enter_context(piece())) if gated else None)
+        g.gpu_lock.note("verify: kept answer" if kept else "verify: reference, gated" if gated else "verify: reference",
+                        time.perf_counter() - t)
+        if kept is None and not gated:  # a kept answer's copy is short: its comparison shares its hold, a computed
+            held.close()                # one's takes its own
             if keep is not None:
                 keep()
+                keep = None
             held.enter_context(piece())
         t = time.perf_counter()
         atol, rtol = task.card.tolerance()
@@ -1198,6 +1213,8 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
                 verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
                 g.slack_used = max(g.slack_used, slack) if verdict.ok else g.slack_used
         g.gpu_lock.note("verify: compare", time.perf_counter() - t)
+    if keep is not None:  # a gated answer's: kept once no window is held
+        keep()
     g.phases["reference"] += time.perf_counter() - t_ref
     return verdict
 
@@ -1286,14 +1303,34 @@ def _kept_answer(g: _Grade, sz: _Size, seed: int) -> Answer | None:
     return kept if kept is not None and (not sz.given or kept.digest == g.digests.get(seed)) else None
 
 
-def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None = None) -> tuple:
+def _reference_conn(g: _Grade) -> WorkerConn:
+    """`_reference_worker`, a failure to start or load it the grader's (infra_error), as in `_reference`."""
+    try:
+        return _reference_worker(g)
+    except (OSError, wire.WireError, RuntimeError, ValueError) as e:
+        g.slot.drop_reference(g.task.expert_key)
+        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's reference failed in its sandbox: {e}") from None
+
+
+def _gates_answer(g: _Grade, conn: WorkerConn, sz: _Size) -> bool:
+    """Whether the reference's next answer at this size goes through its worker's launch gate
+    (`Effort.gated_reference`): on a GPU, with a gate, on drawn inputs (a task's own come from the host, whose copy
+    waits for the device), once the worker's last answer was at this size (its memory and kernels are then ready:
+    an allocation or a kernel's first load behind the closed gate waits for the parent's patience, H200 runs 41 and
+    63), and never again for a worker whose gated answer stalled."""
+    return (g.effort.gated_reference and g.cuda and conn.gate is not None and not sz.given
+            and conn.arena is not None and conn.arena.pinned and conn.answered == sz.key and not conn.gate_stalled)
+
+
+def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None = None, window=None, read_hold=None) -> tuple:
     """The reference's float64 answer (and error scale) for the inputs of `seed` on the device, and what keeps it in
     the pool (a callable, or None). `kept` (`_kept_answer`): taken onto the device instead. Else the task's
     sandboxed reference worker computes it; a pool seed's answer is then kept in page-locked host memory, copied
     there from the reference's arena by the returned callable, which the caller runs once it holds no window (a
     host copy, no device work) and before the worker answers again. The time is the grader's, not the attempt's.
     The arena is not sealed against writes: the reference could change what is kept, but it defines the answers
-    anyway."""
+    anyway. `window` (gated, `_gates_answer`): what the answer's device work takes, from the gate's opening to "done";
+    `read_hold()` then takes the window the answer's copy onto this device needs."""
     key = g.task.expert_key
     if kept is not None:
         sz.answers["kept"] += 1
@@ -1306,8 +1343,17 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None = None) -> t
     fd = None
     try:
         conn = _reference_worker(g)
-        reply, _, _ = conn.request({"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given,
-                                    "key": sz.key}, EXPERT_TIMEOUT_S)
+        msg = {"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given, "key": sz.key}
+        if window is None:
+            reply, _, _ = conn.request(msg, EXPERT_TIMEOUT_S)
+        else:
+            reply, _, _ = conn.request({**msg, "gated": True, "fill_behind": True}, EXPERT_TIMEOUT_S, window=window)
+            # Its answer waited for the device behind its gate, or it could not be gated (it did no device work
+            # then): its answers go ungated from now on, this one in the window its copy takes.
+            conn.gate_stalled = bool(reply.get("stalled")) or reply.get("error_kind") == "gate"
+            read_hold()
+            if reply.get("error_kind") == "gate":
+                reply, _, _ = conn.request(msg, EXPERT_TIMEOUT_S)
         fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
         if sz.given and reply.get("ok") and reply.get("inputs_digest") != g.digests.get(seed):
             raise RuntimeError(f"at size {sz.label}: its get_inputs made other inputs for the same seed than the "
@@ -1328,7 +1374,7 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None = None) -> t
             g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
             raise RuntimeError(f"sent {len(tensors)} tensors")
-        conn.trimmed = sz.key  # the worker's memory is this size's now
+        conn.trimmed = conn.answered = sz.key  # the worker's memory is this size's now
         _note_parts(g, "reference worker", reply, ("empty cache", "inputs", "run", "check", "write"))
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:
         if fd is not None:

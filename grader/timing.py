@@ -58,9 +58,10 @@ time two ways."""
 
 
 class DeviceClock:
-    def __init__(self, device: str, flush: bool = True):
+    def __init__(self, device: str, flush: bool = True, gate: bool | None = None):
         """`flush`: allocate the L2 flush buffer (a worker that never times, a reference's, needs none); a
-        clock that flushes has a launch gate too, armed when the parent lends it its word (`StreamGate.arm`)."""
+        clock that flushes has a launch gate too, armed when the parent lends it its word (`StreamGate.arm`), and so
+        has one made with `gate` (a reference's: its answers may be queued behind it, `Effort.gated_reference`)."""
         import torch
 
         self.cuda = device.startswith("cuda")
@@ -81,7 +82,7 @@ class DeviceClock:
             self._flush_buf = torch.empty(FLUSH_BYTES if flush else 1, dtype=torch.int8, device=device)
             self._zero = torch._C.TensorBase.zero_
         self._l2 = PersistingL2() if self.cuda else None
-        self.gate = StreamGate(self._stream.cuda_stream) if self.cuda and flush else None
+        self.gate = StreamGate(self._stream.cuda_stream) if self.cuda and (flush if gate is None else gate) else None
 
     def now_ns(self) -> int:
         return self._perf_ns()

@@ -149,13 +149,15 @@ def _layout(tensors: list) -> tuple[list[dict], int]:
     return metas, total
 
 
-def _fill(buf, tensors: list, metas: list[dict]) -> None:
-    """Copy each tensor (any device) into its place in `buf`, a uint8 tensor over shared memory."""
+def _fill(buf, tensors: list, metas: list[dict], non_blocking: bool = False) -> None:
+    """Copy each tensor (any device) into its place in `buf`, a uint8 tensor over shared memory; `non_blocking`:
+    queued on the device's stream (`buf` page-locked), done once the stream is."""
     import torch
 
     for t, m in zip(tensors, metas):
         if m["nbytes"]:
-            buf[m["offset"]:m["offset"] + m["nbytes"]].copy_(t.detach().contiguous().view(-1).view(torch.uint8))
+            buf[m["offset"]:m["offset"] + m["nbytes"]].copy_(t.detach().contiguous().view(-1).view(torch.uint8),
+                                                             non_blocking=non_blocking)
 
 
 def _read(buf, size: int, metas: list[dict], device: str, pin: bool = False) -> list:
@@ -366,10 +368,11 @@ class ArenaView(_Mapped):
         finally:
             os.close(fd)
 
-    def write(self, tensors: list) -> list[dict] | None:
-        """The tensors' metas once written, or None when they do not fit (the caller uses a memfd)."""
+    def write(self, tensors: list, non_blocking: bool = False) -> list[dict] | None:
+        """The tensors' metas once written (queued, with `non_blocking`), or None when they do not fit (the caller
+        uses a memfd)."""
         metas, total = _layout(tensors)
         if total > self.nbytes:
             return None
-        _fill(self.buf, tensors, metas)
+        _fill(self.buf, tensors, metas, non_blocking)
         return metas

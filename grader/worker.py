@@ -334,7 +334,7 @@ class Worker:
         self._nan = float("nan")
         self._storage_ptr = (lambda t, _s=torch._C.TensorBase.untyped_storage, _p=torch._C.StorageBase.data_ptr:
                              _p(_s(t)))
-        self.clock = timing.DeviceClock(device, flush=role != "reference")
+        self.clock = timing.DeviceClock(device, flush=role != "reference", gate=True)
         # Cached device memory goes back at a new size (`_trim`, asked by the parent outside any window; a reference
         # worker's answer does it itself when not asked): a kept worker would otherwise hold every size's blocks.
         self._empty_cache = torch._C._cuda_emptyCache if self.cuda else None  # the C function: nothing to replace
@@ -780,7 +780,11 @@ class Worker:
         corpus code, as untrusted as a candidate: it runs here, in a sandboxed worker of its own, on a
         thread of its own, untimed; the sealed parent receives only the tensors, through a sealed memfd.
         With `task_inputs`, the inputs are the task's own `get_inputs()` made again under the same seed;
-        their digest goes back, so the parent sees whether they are what the candidate was given."""
+        their digest goes back, so the parent sees whether they are what the candidate was given.
+
+        `gated` (`Effort.gated_reference`): the answer's device work is queued behind the worker's closed launch gate
+        and the parent opens it in a check window of its own, which then holds the device work alone, not this
+        worker's host work (`_gated_answer`). Only drawn inputs, into a page-locked arena; else as ungated."""
         if self.fn is None:
             return {"ok": False, "error_kind": "protocol", "error": "no reference loaded"}, None
         t_begin = _now()
@@ -790,6 +794,11 @@ class Worker:
         if self.role == "reference":
             self._trim({"key": msg.get("key") or _answer_key(msg)})
         t_emptied = _now()
+        gate = self.clock.gate
+        if msg.get("gated") is True:  # asked gated, it does no device work outside the gate: else it says so first
+            if gate is None or not gate.ok or msg.get("task_inputs") or self._arena is None or not self._arena.pinned:
+                return {"ok": False, "error_kind": "gate", "error": "this answer cannot be queued behind a gate"}, None
+            return self._gated_answer(msg, gate, t_begin, t_emptied)
         digest = None
         if msg.get("task_inputs"):
             values, err = self._own_inputs(int(msg["seed"]))
@@ -806,26 +815,80 @@ class Worker:
         box = self.runner.run(_reference_call, (self.fn, self.scale_fn, inputs, self._upcast))
         self.runner.bury(box, inputs)
         t_run = _now()
-        changed = self._state() + ([box[2]] if box[2] else [])
+        refused = self._answer_refused(box)
         t_checked = _now()
-        if changed:
-            return {"ok": False, "error_kind": "interpreter", "error": "; ".join(changed)[:2000]}, None
-        if box[1] is not None:
-            return {"ok": False, "error_kind": "exception", "error": _text(box[1][1])}, None
+        if refused is not None:
+            return refused, None
         parts = [t for t in box[0] if t is not None]
-        if any(_type(t) is not self._Tensor for t in parts):
-            return {"ok": False, "error_kind": "exception",
-                    "error": f"the reference returned {[_type(t).__name__ for t in parts]}, not tensors"}, None
         metas, fd = (self._arena.write(parts) if self._arena is not None else None), None
         if metas is None:
             metas, fd = wire.tensors_to_memfd(parts)
         t_written = _now()
         scaled = box[0][1] is not None
         del parts, box, inputs
+        return self._answer_reply(metas, fd, scaled, digest, (t_begin, t_emptied, t_inputs, t_run, t_checked, t_written))
+
+    def _gated_answer(self, msg: dict, gate, t_begin: int, t_emptied: int, _now=_perf_ns):
+        """`_reference` through the launch gate: the inputs are allocated and the gate closed before "drawn"; their
+        draw and the reference's run are queued behind it and, once the interpreter is checked (nothing the
+        reference returned is touched before), the answer's copy into the page-locked arena; then "queued". Once
+        the parent has opened the gate, the device finishes them, and "done". A reference that waits for the device
+        on the host (a synchronising call, an allocation or a kernel's first load that waits) waits for the parent's
+        patience, which opens the gate inside the check window (`WorkerConn._let_through`): no device work of the
+        answer runs outside one."""
+        inputs, fill = self._plan_inputs(msg["specs"], msg["seed"], self.device)
+        if not gate.close():  # it would not close: nothing was drawn, and the parent asks again, ungated
+            return {"ok": False, "error_kind": "gate", "error": "the launch gate would not close"}, None
+        self._announce("drawn")
+        box = refused = metas = None
+        t_inputs = t_run = t_checked = _now()
+        try:
+            fill()
+            t_inputs = _now()
+            box = self.runner.run(_reference_call, (self.fn, self.scale_fn, inputs, self._upcast))
+            t_run = _now()
+            refused = self._answer_refused(box)
+            t_checked = _now()
+            if refused is None:  # the copy, queued behind the run; None when it does not fit: a memfd after "done"
+                metas = self._arena.write([t for t in box[0] if t is not None], non_blocking=True)
+        finally:  # whatever happened, the parent opens the gate, and the device is done before anything else
+            self._announce("queued")
+            gate.wait_open()
+            self.clock.sync()
+            gate.closed = False
+            self._announce("done")
+        t_done = _now()
+        self.runner.bury(box, inputs)
+        if refused is not None:
+            return refused, None
+        fd = None
+        if metas is None:
+            metas, fd = wire.tensors_to_memfd([t for t in box[0] if t is not None])
+        return self._answer_reply(metas, fd, box[0][1] is not None, None,
+                                  (t_begin, t_emptied, t_inputs, t_run, t_checked, t_done), gated=True)
+
+    def _answer_refused(self, box, parts=None, _type=type) -> dict | None:
+        """What refuses a reference's answer: the interpreter changed, the reference raised, or it returned other than
+        tensors; None when the answer may be sent."""
+        changed = self._state() + ([box[2]] if box[2] else [])
+        if changed:
+            return {"ok": False, "error_kind": "interpreter", "error": "; ".join(changed)[:2000]}
+        if box[1] is not None:
+            return {"ok": False, "error_kind": "exception", "error": _text(box[1][1])}
+        parts = [t for t in box[0] if t is not None] if parts is None else parts
+        if any(_type(t) is not self._Tensor for t in parts):
+            return {"ok": False, "error_kind": "exception",
+                    "error": f"the reference returned {[_type(t).__name__ for t in parts]}, not tensors"}
+        return None
+
+    def _answer_reply(self, metas, fd, scaled: bool, digest, marks: tuple, gated: bool = False):
+        t_begin, t_emptied, t_inputs, t_run, t_checked, t_written = marks
         return {"ok": True, "tensors": metas, "scaled": scaled, "arena": fd is None, "inputs_digest": digest,
                 "arena_pinned": bool(self._arena and self._arena.pinned), "arena_error": self._arena_error,
+                "gated": gated,
                 # where the answer's time went (ms): giving the cached device memory back (at a new size), the
-                # inputs, the reference's run, the interpreter check, the copy to this side
+                # inputs, the reference's run, the interpreter check, the copy to this side (gated: the inputs and the
+                # run are their launches behind the gate, the copy's time the wait for the gate and the device)
                 "parts_ms": [(t_emptied - t_begin) / 1e6, (t_inputs - t_emptied) / 1e6, (t_run - t_inputs) / 1e6,
                              (t_checked - t_run) / 1e6, (t_written - t_checked) / 1e6]}, fd
 

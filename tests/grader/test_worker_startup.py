@@ -14,6 +14,7 @@ On an H200 every grade failed while CPU CI was green:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -479,3 +480,69 @@ def test_a_worker_gives_its_cached_device_memory_back_at_a_new_size_and_only_the
     assert (first["emptied"], again["emptied"], other["emptied"]) == (cuda, False, cuda)
     if before is not None and after is not None:
         assert before - after >= 64 << 20, (before, after)  # the call's inputs and output, cached until now
+
+
+@pytest.mark.gpu
+def test_a_reference_answer_through_its_gate_is_the_ungated_answer_and_holds_only_its_device_work(service):
+    """`Effort.gated_reference`: a reference worker has a launch gate; asked `gated`, it allocates the inputs, closes
+    the gate and says "drawn" with no device work before, queues the draw, the reference's run and the copy into its
+    page-locked arena behind it, says "queued", and finishes once the parent opens the gate in the window it takes
+    ("device": the only window). The answer is the one the same seed gets ungated, and a warm worker's gated answer
+    needs no patience (not stalled)."""
+    import torch
+
+    from grader.catalogue import load_catalogue
+
+    if not service.device.startswith("cuda"):
+        pytest.skip("needs a CUDA device: a CPU worker has no launch gate")
+    card = load_catalogue()[TASK]
+    slot = service.slots[0]
+    conn = slot.reference("gated-test", card.reference, card.error_scale, 60.0, 64 << 20)
+    assert conn.gate is not None and conn.arena is not None and conn.arena.pinned
+    specs = [{"shape": [4096, 1024], "dtype": "float32", "dist": "normal", "mean": [0.5, 0.5], "std": [1, 1],
+              "low": 0.0, "high": 1.0}]
+    msg = {"op": "reference", "specs": specs, "task_inputs": False, "key": "gated-test"}
+    windows: list[str] = []
+
+    def window(kind):
+        windows.append(kind)
+        return contextlib.nullcontext()
+
+    try:
+        answers = []
+        for seed, gated in ((5, False), (6, False), (5, True), (6, True)):
+            reply, _, _ = conn.request({**msg, "seed": seed, **({"gated": True, "fill_behind": True} if gated else {})},
+                                       60.0, window=window if gated else None)
+            assert reply["ok"] and reply["arena"] and reply.get("gated", False) is gated, reply
+            if gated:
+                assert reply.get("stalled") is False, reply
+            answers.append(conn.arena.read(reply["tensors"], service.device)[0])
+    finally:
+        slot.drop_reference("gated-test")
+    assert windows == ["device", "device"], windows
+    assert torch.equal(answers[0], answers[2]) and torch.equal(answers[1], answers[3])
+    assert not torch.equal(answers[0], answers[1])
+
+
+def test_a_reference_asked_for_a_gated_answer_it_cannot_queue_says_so_before_any_device_work(service):
+    """Without a launch gate (the CPU), or for a task's own inputs, a reference worker asked `gated` refuses at once
+    (`error_kind: gate`), having drawn nothing: the parent then asks again, ungated, inside a window
+    (`session._reference`). The worker answers the same request ungated afterwards."""
+    from grader.catalogue import load_catalogue
+
+    card = load_catalogue()[TASK]
+    slot = service.slots[0]
+    conn = slot.reference("refusal-test", card.reference, card.error_scale, 60.0, 1 << 20)
+    specs = [{"shape": [64, 256], "dtype": "float32", "dist": "normal", "mean": [0.5, 0.5], "std": [1, 1],
+              "low": 0.0, "high": 1.0}]
+    msg = {"op": "reference", "specs": specs, "seed": 3, "key": "refusal-test"}
+    try:
+        cases = [{"task_inputs": True}] + ([] if service.device.startswith("cuda") else [{"task_inputs": False}])
+        for extra in cases:
+            refused, _, _ = conn.request({**msg, **extra, "gated": True}, 60.0)
+            assert (refused["ok"], refused["error_kind"]) == (False, "gate"), refused
+            assert "parts_ms" not in refused and not refused.get("tampered"), refused
+        answer, _, _ = conn.request({**msg, "task_inputs": False}, 60.0)
+        assert answer["ok"] and answer["gated"] is False and answer["arena"], answer
+    finally:
+        slot.drop_reference("refusal-test")
