@@ -32,21 +32,31 @@ LIBRARY_AT_SECOND_SIZE = ("import torch\nSHAPES = {}\ndef run(x):\n"
 HONEST = "import torch\ndef run(x):\n" + HONEST_BODY
 
 
-def _grade(effort: Effort, **sources: str) -> dict:
-    """Each source graded on the softmax card with `effort`, by name."""
-    reqs = [GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=src, language="pytorch", seed=1,
-                         timeout_s=120) for name, src in sources.items()]
+def _grade(effort: Effort, looped: dict | None = None, **sources: str) -> dict:
+    """Each source graded on the softmax card with `effort`, by name, one after the other; with `looped`, the seconds
+    each held the device for timing loops (on the CPU every loop holds it `exclusive`), by name."""
+    out = {}
     with GraderService(mode="zygote", workers=1, effort=effort) as svc:
-        return {r.attempt_id: r for r in svc.grade(reqs)}
+        for name, src in sources.items():
+            before = svc.gpu_lock.stats()["exclusive_s"]
+            out[name] = svc.grade_one(GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=src,
+                                                   language="pytorch", seed=1, timeout_s=120))
+            if looped is not None:
+                looped[name] = svc.gpu_lock.stats()["exclusive_s"] - before
+    return out
 
 
 @pytest.mark.xdist_group("observed_calls")
 def test_a_library_op_in_an_observed_call_floors():
     """Two check calls, one warm-up pair, three timed pairs per size: the library in the first call (a check
     call), from the second call on, or at the second size is seen; the honest kernel keeps every timed pair but
-    the drawn one (which is the warm-up pair a quarter of the time)."""
-    effort = dataclasses.replace(Effort.for_device(False), check_calls=2, warmup_pairs=1, min_reps=3, max_reps=3)
-    got = _grade(effort, after_first=LIBRARY_AFTER_FIRST, only_first=LIBRARY_ONLY_FIRST,
+    the drawn one (which is the warm-up pair a quarter of the time). With the first size's check calls judged before
+    its timing loop (`Effort.judge_first`, as on a GPU), a candidate whose first call ran the library holds the
+    device for no loop at all, where the honest one's loops do."""
+    effort = dataclasses.replace(Effort.for_device(False), check_calls=2, warmup_pairs=1, min_reps=3, max_reps=3,
+                                 judge_first=True)
+    looped: dict[str, float] = {}
+    got = _grade(effort, looped, after_first=LIBRARY_AFTER_FIRST, only_first=LIBRARY_ONLY_FIRST,
                  second_size=LIBRARY_AT_SECOND_SIZE, honest=HONEST)
     for name in ("after_first", "only_first", "second_size"):
         r = got[name]
@@ -55,27 +65,8 @@ def test_a_library_op_in_an_observed_call_floors():
     honest = got["honest"]
     assert honest.status is Status.CORRECT, honest.reason
     assert {s.reps for s in honest.sizes} <= {2, 3}, honest.sizes
-
-
-@pytest.mark.xdist_group("observed_calls")
-def test_a_rule_broken_in_a_check_call_floors_before_any_timing_loop():
-    """The check calls' records are judged before the first size's timing loop (`Effort.judge_first`, as on a GPU):
-    a candidate whose first call ran the task's library op holds the device for no loop at all (on the CPU every
-    loop holds it `exclusive`), where an honest one's loops do."""
-    effort = dataclasses.replace(Effort.for_device(False), check_calls=2, warmup_pairs=1, min_reps=3, max_reps=3,
-                                 judge_first=True)
-    req = lambda aid, src: GradeRequest(attempt_id=aid, task_id="softmax_rows_fp32", source=src,  # noqa: E731
-                                        language="pytorch", seed=1, timeout_s=120)
-    with GraderService(mode="zygote", workers=1, effort=effort) as svc:
-        before = svc.gpu_lock.stats()["exclusive_s"]
-        cheat = svc.grade_one(req("only_first", LIBRARY_ONLY_FIRST))
-        between = svc.gpu_lock.stats()["exclusive_s"]
-        honest = svc.grade_one(req("honest", HONEST))
-        after = svc.gpu_lock.stats()["exclusive_s"]
-    assert (cheat.status, cheat.reason_code) == (Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP), cheat.reason
-    assert "(check)" in cheat.reason, cheat.reason
-    assert honest.status is Status.CORRECT, honest.reason
-    assert between == before < after, (before, between, after)
+    assert "(check)" in got["only_first"].reason, got["only_first"].reason
+    assert looped["only_first"] == 0.0 < looped["honest"], looped
 
 
 @pytest.mark.xdist_group("observed_calls")
