@@ -115,7 +115,8 @@ class DeviceWatch:
         for p in procs:
             if p.usedGpuMemory is None:
                 continue
-            kind = roles.get(int(p.pid), "not ours").rsplit(" ", 1)[-1] if int(p.pid) in roles else "not ours"
+            pid = int(p.pid)
+            kind = roles[pid].rsplit(" ", 1)[-1] if pid in roles else "not ours"
             out[kind] = out.get(kind, 0) + int(p.usedGpuMemory)
         return out
 

@@ -117,7 +117,8 @@ class Effort:
     judge_first: bool = True
     """At the grade's first size, the check calls' records are judged before the timing loop (`_grade_size`): a
     candidate that breaks a rule from its first call holds the device for no loop. Off on the CPU, whose loops of 3
-    pairs cost less than the observation's extra close and reopen (0.15-0.2 s a grade)."""
+    pairs cost less than the observation's extra close and reopen (4 CPU grades of the softmax card: 6.6 s without,
+    7.2 s with it, 8.1 s with it at every size)."""
 
     @staticmethod
     def for_device(cuda: bool) -> "Effort":
@@ -433,8 +434,8 @@ def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False) -> tup
     # verifications a candidate that already broke a rule of its task would otherwise hold the device for (H200 run
     # 66: attempts whose first check call ran the task's library op went on through 20 timed pairs, 21-24 s a
     # grade). Rules judge one call at a time, so the floor is the one the judgement after the loop gave, in the same
-    # order. Only there (`Effort.judge_first`): the observation's close and reopen cost 0.2 s (on the CPU), and at
-    # later sizes the judgement after the loop, as before, sees the check calls too.
+    # order. Only there (`Effort.judge_first`): the observation's close and reopen cost time (0.37 s a CPU grade at
+    # every size), and at later sizes the judgement after the loop, as before, sees the check calls too.
     observed: list[dict] = []
     if first:
         _judge_observed(g, sz, _watch(g, g.conn, False))
