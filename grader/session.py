@@ -1184,7 +1184,7 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
     keep = None
     with contextlib.ExitStack() as held:
         kept = _kept_answer(g, sz, seed)
-        gated = False
+        conn, gated = None, False
         if kept is None:  # the reference's worker gives back another size's memory now, in no window
             conn = _reference_conn(g)
             _trim(g, conn, sz.key)
@@ -1194,7 +1194,7 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
         t = time.perf_counter()
         # Gated, the answer's device work takes a window of its own (`Effort.gated_reference`), and its copy onto this
         # device and the comparison share the next.
-        ref, scale, keep = _reference(g, sz, seed, kept, window=(lambda kind: piece()) if gated else None,
+        ref, scale, keep = _reference(g, sz, seed, kept, conn, window=(lambda kind: piece()) if gated else None,
                                       read_hold=(lambda: held.enter_context(piece())) if gated else None)
         g.gpu_lock.note("verify: kept answer" if kept else "verify: reference, gated" if gated else "verify: reference",
                         time.perf_counter() - t)
@@ -1323,15 +1323,17 @@ def _gates_answer(g: _Grade, conn: WorkerConn, sz: _Size) -> bool:
             and conn.arena is not None and conn.arena.pinned and conn.answered == sz.key and not conn.gate_stalled)
 
 
-def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None = None, window=None, read_hold=None) -> tuple:
+def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: WorkerConn | None, window=None,
+               read_hold=None) -> tuple:
     """The reference's float64 answer (and error scale) for the inputs of `seed` on the device, and what keeps it in
     the pool (a callable, or None). `kept` (`_kept_answer`): taken onto the device instead. Else the task's
     sandboxed reference worker computes it; a pool seed's answer is then kept in page-locked host memory, copied
     there from the reference's arena by the returned callable, which the caller runs once it holds no window (a
     host copy, no device work) and before the worker answers again. The time is the grader's, not the attempt's.
     The arena is not sealed against writes: the reference could change what is kept, but it defines the answers
-    anyway. `window` (gated, `_gates_answer`): what the answer's device work takes, from the gate's opening to "done";
-    `read_hold()` then takes the window the answer's copy onto this device needs."""
+    anyway. `conn`: the reference's worker (`_reference_conn`), when no answer is kept. `window` (gated,
+    `_gates_answer`): what the answer's device work takes, from the gate's opening to "done"; `read_hold()` then takes
+    the window the answer's copy onto this device needs."""
     key = g.task.expert_key
     if kept is not None:
         sz.answers["kept"] += 1
@@ -1343,7 +1345,6 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None = None, wind
     t = time.perf_counter()
     fd = None
     try:
-        conn = _reference_worker(g)
         msg = {"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given, "key": sz.key}
         if window is None:
             reply, _, _ = conn.request(msg, EXPERT_TIMEOUT_S)

@@ -213,11 +213,6 @@ def _fmt_error(e: BaseException) -> tuple[str, str]:
     return _error_kind(e), format_error(e)
 
 
-def _answer_key(msg: dict) -> str:
-    """A reference request's size, as `_trim` keys it: its specs and whether the inputs are the task's own."""
-    return f"{msg.get('specs')!r}/{bool(msg.get('task_inputs'))}"
-
-
 def _reference_call(ref, scale, inputs: list, upcast) -> tuple:
     """A reference and its error scale on the float64 copies of the inputs (runs on a candidate thread)."""
     wide = upcast(inputs)
@@ -792,7 +787,7 @@ class Worker:
         # its blocks (H200 run 45: 10 ms an answer to free and allocate them again), and a kept worker idles on one
         # size's memory at most. The last answer and inputs, buried, are dropped as that thread starts.
         if self.role == "reference":
-            self._trim({"key": msg.get("key") or _answer_key(msg)})
+            self._trim({"key": msg.get("key")})  # the parent's size key: asked by `session._trim` first, a no-op
         t_emptied = _now()
         gate = self.clock.gate
         if msg.get("gated") is True:  # asked gated, it does no device work outside the gate: else it says so first
@@ -867,7 +862,7 @@ class Worker:
         return self._answer_reply(metas, fd, box[0][1] is not None, None,
                                   (t_begin, t_emptied, t_inputs, t_run, t_checked, t_done), gated=True)
 
-    def _answer_refused(self, box, parts=None, _type=type) -> dict | None:
+    def _answer_refused(self, box, _type=type) -> dict | None:
         """What refuses a reference's answer: the interpreter changed, the reference raised, or it returned other than
         tensors; None when the answer may be sent."""
         changed = self._state() + ([box[2]] if box[2] else [])
@@ -875,7 +870,7 @@ class Worker:
             return {"ok": False, "error_kind": "interpreter", "error": "; ".join(changed)[:2000]}
         if box[1] is not None:
             return {"ok": False, "error_kind": "exception", "error": _text(box[1][1])}
-        parts = [t for t in box[0] if t is not None] if parts is None else parts
+        parts = [t for t in box[0] if t is not None]
         if any(_type(t) is not self._Tensor for t in parts):
             return {"ok": False, "error_kind": "exception",
                     "error": f"the reference returned {[_type(t).__name__ for t in parts]}, not tensors"}
