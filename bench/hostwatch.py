@@ -12,7 +12,10 @@ its own, in the grading process (the service's parent, where every slot's thread
 - with `device_used` (bytes of the device's memory in use, NVML), how full the device gets: H200 run 65 ran an
   honest attempt out of memory between two readings the run took only at its end; with `device_roles` (bytes by
   kind of process, a whole process list: every `ROLES_EVERY`-th tick), who held it (run 66 filled 139.6 of 140.4 GiB
-  and three experts' references ran out, and no reading said whose memory it was).
+  and three experts' references ran out, and no reading said whose memory it was);
+- the host's memory available (`/proc/meminfo`): the kept answers (grader.answers) are page-locked host memory
+  under a 12 GiB budget, and `bench/answer_reuse.py` replays run 66 at 386 answers taken from the pool with it, 999
+  with 48 GiB; whether the host has that to spare, beside every worker's, is for this reading to say.
 
 `lines()` summarises the samples of one stretch of the run (round 1, or all of it) for summary.txt.
 """
@@ -42,6 +45,16 @@ def proc_cpu_s(stat: str) -> float:
     """User plus system seconds from a `/proc/PID/stat` line (the fields after the command's closing paren)."""
     fields = stat[stat.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / _HZ
+
+
+def host_memory(text: str) -> tuple[int, int]:
+    """(available, total) bytes from `/proc/meminfo`."""
+    got = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("MemAvailable", "MemTotal"):
+            got[name] = int(rest.split()[0]) * 1024  # kB
+    return got["MemAvailable"], got["MemTotal"]
 
 
 def memory_by_kind(reading: dict) -> str:
@@ -93,6 +106,7 @@ class HostWatch:
                 time.sleep(PROBE_SLEEP_S)
                 late.append(time.perf_counter() - t - PROBE_SLEEP_S)
             busy, total = cpu_jiffies(stat)
+            meminfo = _read("/proc/meminfo")
             now = {"t": time.perf_counter(), "busy": busy, "total": total, "parent_s": proc_cpu_s(me),
                    "late_ms": [1e3 * x for x in late],
                    "runnable": int((_read("/proc/loadavg") or "0 0 0 0/0").split()[3].split("/")[0])}
@@ -104,7 +118,8 @@ class HostWatch:
                                      "parent_cores": (now["parent_s"] - last["parent_s"]) / (now["t"] - last["t"]),
                                      "late_ms": now["late_ms"], "runnable": now["runnable"],
                                      "device_used": self.device_used() if self.device_used is not None else None,
-                                     "device_roles": by_role})
+                                     "device_roles": by_role,
+                                     "host_memory": host_memory(meminfo) if meminfo else None})
             last = now
             for pid, role in list(self.roles().items()):
                 text = _read(f"/proc/{pid}/stat")
@@ -134,6 +149,11 @@ class HostWatch:
         if fullest is not None:
             device.append(f"  {label}\tdevice memory by kind of process at the fullest of "
                           f"{sum(1 for s in rows if s.get('device_roles'))} readings (GiB)\t{memory_by_kind(fullest)}")
+        host = [s["host_memory"] for s in rows if s.get("host_memory")]
+        if host:
+            free = [a / 2**30 for a, _ in host]
+            device.append(f"  {label}\thost memory available (GiB) median {statistics.median(free):.1f}, min "
+                          f"{min(free):.1f}, of {host[0][1] / 2**30:.1f}")
         return [f"  {label}\t{len(rows)} samples over {t_to - t_from:.0f} s; host CPUs busy (of {cores}) median "
                 f"{100 * statistics.median(busy):.0f}%, p90 {100 * q(busy, 0.9):.0f}%; runnable threads median "
                 f"{statistics.median(run):.0f}, p90 {q(run, 0.9):.0f}",

@@ -263,24 +263,28 @@ class GraderService:
 
 class _Queue:
     """The requests waiting for a slot. A slot takes the next request of the task it graded last while
-    there is one, else the oldest request: its kept expert twin and reference worker (a device context
-    each, seconds to start) then serve that task again instead of being replaced by another task's.
-    CUDA requests go first, each in its arrival order: their extension builds take 30-80 s of CPU each, and
-    started last they were what ended a round (H200 run 40: the device lock idle 54 s of 303). A request being
-    built ahead (`held`, by id) waits outside until `release`, then goes first."""
+    there is one: its kept expert twin and reference worker (a device context each, seconds to start) then
+    serve that task again instead of being replaced by another task's, and the answers its reference computed
+    for the pool's seeds (grader.answers) are there for the next attempt. Else it takes the first task no
+    other slot is grading, and one another slot grades only when no other is left: two slots on one task at
+    once compute the same answers (H200 run 66's round 1, sorted by task, took 45 kept answers for 683
+    verifications; `bench/answer_reuse.py` replays it at 66 with this queue, 46 without). Tasks come in the
+    order of their first request, CUDA requests first: their extension builds take 30-80 s of CPU each, and
+    started last they were what ended a round (H200 run 40: the device lock idle 54 s of 303). A request
+    being built ahead (`held`, by id) waits outside until `release`, then its task goes first."""
 
     def __init__(self, requests: Iterable[GradeRequest], affinity: bool = True, held: set[int] = frozenset()):
         self._affinity = affinity
-        self._by_task: dict[str, collections.deque] = collections.defaultdict(collections.deque)
-        self._order: collections.deque = collections.deque()  # one task id per request, in arrival order
+        # each task's queued requests; tasks in the order of their first request (CUDA requests first)
+        self._by_task: collections.OrderedDict[str, collections.deque] = collections.OrderedDict()
+        self._busy: collections.Counter = collections.Counter()  # task id -> slots grading it
         self._left = self._held = 0
         for req in sorted(requests, key=lambda r: r.language != "cuda"):  # stable: arrival order within each
             self._left += 1
             if id(req) in held:
                 self._held += 1
                 continue
-            self._by_task[req.task_id].append(req)
-            self._order.append(req.task_id)
+            self._by_task.setdefault(req.task_id, collections.deque()).append(req)
         self._lock = threading.Lock()
         self._released = threading.Condition(self._lock)
 
@@ -291,27 +295,36 @@ class _Queue:
         """A held request is ready: the next slot to look takes it."""
         with self._lock:
             self._held -= 1
-            self._by_task[req.task_id].appendleft(req)
-            self._order.appendleft(req.task_id)
+            self._by_task.setdefault(req.task_id, collections.deque()).appendleft(req)
+            self._by_task.move_to_end(req.task_id, last=False)
             self._released.notify_all()  # the others look again: the last release may leave none to wait for
 
     def take(self, task_id: str | None) -> GradeRequest | None:
-        """The next request for a slot that graded `task_id` last; None once none is left, queued or held."""
+        """The next request for a slot that graded `task_id` last (and is done with it); None once none is left,
+        queued or held."""
         with self._lock:
+            if self._busy[task_id] > 0:
+                self._busy[task_id] -= 1
             while True:
                 if self._affinity and self._by_task.get(task_id):
                     break
-                # An entry whose request a slot already took for its task is stale: skip it.
-                while self._order and not self._by_task.get(self._order[0]):
-                    self._order.popleft()
-                if self._order:
-                    task_id = self._order.popleft()
+                if self._by_task:
+                    # the first task nobody grades; of the tasks, at most one per slot is passed over
+                    task_id = next((t for t in self._by_task if not self._busy[t]), next(iter(self._by_task)))
                     break
                 if not self._held:
-                    return None
+                    task_id = None
+                    break
                 self._released.wait()
+            if task_id is None:
+                return None
+            waiting = self._by_task[task_id]
+            req = waiting.popleft()
+            if not waiting:
+                del self._by_task[task_id]
+            self._busy[task_id] += 1
             self._left -= 1
-            return self._by_task[task_id].popleft()
+            return req
 
 
 def _cuda_name() -> str:

@@ -1378,6 +1378,10 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
             raise RuntimeError(f"sent {len(tensors)} tensors")
         conn.trimmed = conn.answered = sz.key  # the worker's memory is this size's now
         _note_parts(g, "reference worker", reply, ("empty cache", "inputs", "run", "check", "write"))
+        # what keeping the answer saves the next attempt (`AnswerPool.put`): the worker's own work, gated or not
+        parts = reply.get("parts_ms")
+        cost_s = (sum(float(ms) for ms in parts) / 1e3 if isinstance(parts, list) and parts
+                  else time.perf_counter() - t)
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:
         if fd is not None:
             os.close(fd)
@@ -1391,13 +1395,13 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
         return ref, scale, None
     digest = reply.get("inputs_digest") if sz.given else None
     if not in_arena:  # an answer past the arena's size (rare): copied back from the device, in the caller's window
-        g.answers.put(key, sz.key, seed, Answer(kept_copy(ref), kept_copy(scale), digest))
+        g.answers.put(key, sz.key, seed, Answer(kept_copy(ref), kept_copy(scale), digest), cost_s)
         return ref, scale, None
     arena, metas, pin = conn.arena, reply["tensors"], g.cuda
 
     def keep() -> None:
         host = arena.read(metas, "cpu", pin=pin)
-        g.answers.put(key, sz.key, seed, Answer(host[0], host[1] if len(host) > 1 else None, digest))
+        g.answers.put(key, sz.key, seed, Answer(host[0], host[1] if len(host) > 1 else None, digest), cost_s)
 
     return ref, scale, keep
 

@@ -51,9 +51,11 @@ def test_host_watch_reads_the_host_and_summarises_a_stretch():
     import os
     import time
 
-    from bench.hostwatch import HostWatch, cpu_jiffies, proc_cpu_s
+    from bench.hostwatch import HostWatch, cpu_jiffies, host_memory, proc_cpu_s
 
     assert cpu_jiffies("cpu  100 5 20 800 50 3 2 0 0 0\ncpu0 1 2 3\n") == (130, 980)
+    assert host_memory("MemTotal:  131072000 kB\nMemFree: 1 kB\nMemAvailable:   65536000 kB\n") == (
+        65536000 * 1024, 131072000 * 1024)
     hz = os.sysconf("SC_CLK_TCK")
     assert proc_cpu_s(f"42 (a (b) c) S 1 1 1 0 -1 0 0 0 0 0 {3 * hz} {hz} 0 0") == 4.0
     watch = HostWatch(lambda: {os.getpid(): "parent"}, tick_s=0.05).start()
@@ -63,8 +65,8 @@ def test_host_watch_reads_the_host_and_summarises_a_stretch():
         sum(range(20000))
     watch.stop()
     assert len(watch.samples) >= 3
-    cores, late = watch.lines(t0, time.perf_counter(), "run")
-    assert "host CPUs busy" in cores and "woke late" in late
+    cores, late, host = watch.lines(t0, time.perf_counter(), "run")
+    assert "host CPUs busy" in cores and "woke late" in late and "host memory available (GiB)" in host, host
     assert all(s["late_ms"] and min(s["late_ms"]) > -0.1 for s in watch.samples)
     assert watch.lines(0.0, 1.0, "before") == ["  before\tno samples"]
     # With the device's memory in use sampled (NVML's readings on the GPU; here readings as H200 run 65's device
@@ -120,3 +122,28 @@ def test_builds_ahead_and_the_grades_own_loads_are_summarised():
     assert first == ("  builds ahead\t2: built 1, failed 1; 78 s in all (median 39.0, max 48.0); queued for a builder "
                      "median 6.0 s")
     assert loads == "  the grades' own loads\tserved 1, replayed 1, built 0, filed 0 (of 2 loads offered the cache)"
+
+
+def test_the_answer_replay_counts_every_verification_of_a_recorded_run_once():
+    """bench/answer_reuse.py on H200 run 66's grades (the tasks of this catalogue; the CUDA-L1 sample's cards are not
+    in a fresh clone): every verification the run recorded is replayed once, in its round, on a kept answer or a
+    computed one; the experts' second grades of round 2 find answers their first grades computed."""
+    import collections
+    import json
+
+    from bench.answer_reuse import answer_sizes, replay, rounds
+    from grader.answers import AnswerPool
+    from grader.catalogue import load_catalogue
+    from grader.service import _Queue
+
+    cards = load_catalogue()
+    records = [json.loads(line) for line in (RUNS / "2026-12-05-h200-run66" / "acc" / "grades.jsonl").read_text()
+               .splitlines()]
+    by_round = [[r for r in rs if r["task_id"] in cards] for rs in rounds(records)]
+    assert [len(rs) for rs in rounds(records)] == [60, 99]  # its round 1 is the demo and CUDA-L1 mix
+    got = replay(by_round, cards, _Queue, AnswerPool, slots=12, cost_s=0.095)
+    want = [sum(n for r in rs for _, _, n in answer_sizes(cards[r["task_id"]], r)) for rs in by_round]
+    assert [c["kept"] + c["computed"] for c in got] == want and all(want), (got, want)
+    assert got[1]["kept"] > 0, got
+    seen = collections.Counter(r["attempt_id"] for r in by_round[1] if r["attempt_id"].startswith("expert:"))
+    assert sum(v == 2 for v in seen.values()) >= 12  # graded twice, 16 grades apart

@@ -45,6 +45,26 @@ def test_kept_answers_stay_under_their_byte_budget_least_recently_used_out_first
     assert pool.get("t", "other size", 1) is None and pool.get("other task", "s", 1) is None
 
 
+def test_the_answers_that_save_least_per_byte_go_first_and_one_nobody_uses_falls_behind():
+    """Greedy-dual-size: an answer's worth is what computing it cost over its bytes. A large answer that cost what
+    one small one did goes before the small ones, though they are older; an answer as dear per byte as the rest but
+    never used falls behind as the pool ages."""
+    mib = 1 << 17  # float64 elements in a MiB
+    pool = AnswerPool(budget_bytes=10 << 20)
+    for seed in (2, 3):
+        pool.put("t", "s", seed, _answer(mib), cost_s=0.1)
+    pool.put("t", "s", 1, _answer(8 * mib), cost_s=0.1)  # 8 MiB
+    pool.put("t", "s", 4, _answer(mib), cost_s=0.1)  # past the budget: the large one goes, not the oldest
+    assert pool.get("t", "s", 1) is None and all(pool.get("t", "s", k) for k in (2, 3, 4))
+    pool.put("u", "s", 1, _answer(4 * mib), cost_s=0.4)  # as dear per byte as the small ones
+    assert pool.held_bytes == 7 << 20 and pool.stats()["answers_dropped"] == 1
+    for i in range(3):  # t's are used; u's is not, and the pool ages with each drop
+        assert all(pool.get("t", "s", k) for k in (2, 3, 4))
+        pool.put("v", "s", 9, _answer(4 * mib), cost_s=0.4)
+        pool.put("v", "s", 10 + i, _answer(mib), cost_s=0.1)
+    assert pool.get("u", "s", 1) is None and all(pool.get("t", "s", k) for k in (2, 3, 4))
+
+
 def test_a_plan_gives_every_seed_once_and_the_lowest_priority_pooled_calls_the_seeds_of_kept_answers():
     order = list(range(100, 132))  # what AnswerPool.order gives: kept answers first
     for r in range(50):

@@ -1048,21 +1048,26 @@ def test_late_work_is_charged_from_quartiles_not_from_wake_up_noise():
     assert late_excess([], twin, 0.002) == 0.0
 
 
-def test_a_slot_keeps_to_the_task_it_graded_last_then_takes_the_oldest():
-    """Task affinity: a slot's kept expert and reference workers serve the same task again while it has
-    requests waiting; every request is handed out exactly once."""
+def test_a_slot_keeps_to_the_task_it_graded_last_then_takes_a_task_nobody_grades():
+    """Task affinity: a slot's kept expert and reference workers (and the answers its reference computed) serve the
+    same task again while it has requests waiting. A slot that needs a new task takes the oldest of a task no other
+    slot grades, one that another grades only when no other is left. Every request is handed out exactly once."""
     from grader.service import _Queue
 
     reqs = [GradeRequest(attempt_id=f"{t}{i}", task_id=t, source="def run(x):\n    return x\n", language="pytorch")
             for i, t in enumerate("aabcab")]
     q = _Queue(reqs)
     assert len(q) == 6
-    got = [q.take(None).attempt_id, q.take("b").attempt_id, q.take("b").attempt_id, q.take("b").attempt_id]
-    assert got == ["a0", "b2", "b5", "a1"]  # b's two in a row, then the oldest left
-    rest = []
-    while (r := q.take("z")) is not None:
-        rest.append(r.attempt_id)
-    assert rest == ["c3", "a4"] and len(q) == 0
+    x, y = q.take(None), q.take(None)
+    assert (x.attempt_id, y.attempt_id) == ("a0", "b2")  # y passes over a1: slot x grades a
+    assert q.take("b").attempt_id == "b5"  # y keeps to b
+    assert q.take("b").attempt_id == "c3"  # a is still x's
+    assert [q.take("a").attempt_id, q.take("a").attempt_id] == ["a1", "a4"]
+    assert q.take("a") is None and q.take("c") is None and len(q) == 0
+
+    q = _Queue([r for r in reqs if r.task_id != "c"][:3])  # a0 a1 b2, three slots
+    assert [q.take(None).attempt_id for _ in range(3)] == ["a0", "b2", "a1"]  # every task left is graded: the oldest
+    assert q.take(None) is None
 
 
 def test_requests_that_build_a_cuda_extension_are_handed_out_first():
@@ -1074,9 +1079,10 @@ def test_requests_that_build_a_cuda_extension_are_handed_out_first():
     reqs = [GradeRequest(attempt_id=f"{k}{i}", task_id=t, source="def run(x):\n    return x\n", language=kinds[k])
             for i, (k, t) in enumerate(zip("pcptcc", "abcdbe"))]
     q = _Queue(reqs)
-    got = []
-    while (r := q.take("z")) is not None:
+    got, last = [], None
+    while (r := q.take(last)) is not None:  # one slot
         got.append(r.attempt_id)
+        last = r.task_id
     assert got == ["c1", "c4", "c5", "p0", "p2", "t3"], got
     q = _Queue(reqs)
     assert q.take(None).attempt_id == "c1" and q.take("b").attempt_id == "c4"  # b's cuda request, then ...
