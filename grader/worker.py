@@ -809,6 +809,9 @@ class Worker:
         t_inputs = _now()
         box = self.runner.run(_reference_call, (self.fn, self.scale_fn, inputs, self._upcast))
         self.runner.bury(box, inputs)
+        # Every stream's work of it done, inside the caller's window: the answer's copy below waits for this stream
+        # only, and a kernel the reference left on a stream of its own would run on beside another slot's timed call.
+        self.clock.sync()
         t_run = _now()
         refused = self._answer_refused(box)
         t_checked = _now()

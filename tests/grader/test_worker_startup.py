@@ -524,6 +524,38 @@ def test_a_reference_answer_through_its_gate_is_the_ungated_answer_and_holds_onl
     assert not torch.equal(answers[0], answers[1])
 
 
+@pytest.mark.gpu
+def test_a_references_work_on_a_stream_of_its_own_is_done_before_it_answers(service):
+    """A task's reference is corpus code: one that leaves a kernel running on a stream of its own and returns would
+    have it run on after its check window, beside another slot's timed call (the answer's copy into the arena waits
+    for the worker's stream only). The worker synchronises the whole device after the reference's run, inside the
+    window: the run's part of its time holds the side stream's 100 ms."""
+    from grader.catalogue import load_catalogue
+
+    if not service.device.startswith("cuda"):
+        pytest.skip("needs a CUDA device: a CPU reference has no stream")
+    card = load_catalogue()[TASK]
+    leaves = ("import torch\n"
+              "def run(x):\n"
+              "    side = torch.cuda.Stream()\n"
+              "    with torch.cuda.stream(side):\n"
+              "        torch.cuda._sleep(200_000_000)  # about 100 ms at the H200's 1.98 GHz\n"
+              "    return x.sum(-1)\n")
+    slot = service.slots[0]
+    conn = slot.reference("side-stream-test", leaves, None, 60.0, 1 << 20)
+    specs = [{"shape": [64, 256], "dtype": "float32", "dist": "normal", "mean": [0.5, 0.5], "std": [1, 1],
+              "low": 0.0, "high": 1.0}]
+    try:
+        for seed in (1, 2):  # the second: kernels loaded, memory cached
+            reply, _, _ = conn.request({"op": "reference", "specs": specs, "seed": seed, "task_inputs": False,
+                                        "key": "side-stream-test"}, 60.0)
+            assert reply["ok"], reply
+            assert reply["parts_ms"][2] >= 50.0, reply["parts_ms"]
+    finally:
+        slot.drop_reference("side-stream-test")
+    assert card.reference  # the task's own reference was not touched
+
+
 def test_a_reference_asked_for_a_gated_answer_it_cannot_queue_says_so_before_any_device_work(service):
     """Without a launch gate (the CPU), or for a task's own inputs, a reference worker asked `gated` refuses at once
     (`error_kind: gate`), having drawn nothing: the parent then asks again, ungated, inside a window
