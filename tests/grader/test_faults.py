@@ -43,11 +43,11 @@ FAULTS = {
 
 SHORT_BUDGET_S = {
     # The busy loop lasts its whole budget, burning a core; its worker is at the call within a second.
-    "hang": 10,
+    "hang": 6,
     # The bomb's first fork is reported at once, but its worker gives no answer, so the grade lasts its whole
     # budget either way: 6 s, 10 s and 30 s give the same verdict (cheat_flagged, sandbox_violation, "forked a
     # process") as 90 s did.
-    "fork_bomb": 10,
+    "fork_bomb": 6,
 }
 
 
