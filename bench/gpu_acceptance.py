@@ -97,7 +97,7 @@ def memory_lines(svc) -> list[str]:
     if svc.answers is not None:
         st = svc.answers.stats()
         lines.append(f"  kept answers (grader.answers)\t{st['answers_held']} held, {st['held_bytes'] / 2**30:.2f} of "
-                     f"{svc.answers.budget_bytes / 2**30:.0f} GiB; used {st['answers_kept_used']} times, "
+                     f"{svc.answers.budget_bytes / 2**30:g} GiB; used {st['answers_kept_used']} times, "
                      f"{st['answers_computed']} computed, {st['answers_dropped']} dropped")
     mem = svc.watch.memory(os.getpid()) if svc.watch is not None else None
     if mem is not None:
@@ -386,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-reps", type=int, default=None,
                     help="timed pairs a size makes at least before its interval may end it (`Effort.min_reps`; the "
                          "device's default otherwise): the repeat-precision figures say what fewer pairs cost")
+    ap.add_argument("--answer-budget-gib", type=float, default=None,
+                    help="page-locked host memory the kept reference answers may hold (grader.answers; the device's "
+                         "default otherwise): bench/answer_reuse.py replays run 66 at 386 kept with 12 GiB, 999 with "
+                         "48; the summary's host memory line says what the host has to spare")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
                     f"without them: {', '.join(SWITCHES)}")
     ap.add_argument("--fresh-sample", type=int, default=0, help="first grade this many of round 1's attempts (every "
@@ -462,8 +466,10 @@ def main(argv: list[str] | None = None) -> int:
                                      **({"min_reps": args.min_reps} if args.min_reps is not None else {}))
     with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards,
                        compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"), effort=effort,
+                       answer_budget_bytes=int(args.answer_budget_gib * 2**30) if args.answer_budget_gib else None,
                        **dict(switches, build_ahead=None if switches["build_ahead"] else 0)) as svc:
         env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
+                   answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,
                    switched_on={part: getattr(svc.effort, part) for part in OPT_IN})
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "

@@ -53,11 +53,13 @@ class GraderService:
                  interleave: bool = True, draw_before_gate: bool = True, reference_first: bool = True,
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
-                 fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None):
+                 fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
+                 answer_budget_bytes: int | None = None):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
-        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind` (`Effort`), `answer_pool` (reference answers kept across
-        attempts: `grader.answers`),
+        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind` (`Effort`), `answer_pool`
+        (reference answers kept across attempts: `grader.answers`; `answer_budget_bytes` the bytes they may hold,
+        None for the device's `budget_for`),
         `spare_workers` (each slot starts its next candidate's worker while it grades, `Slot.spawn`; None: on a
         GPU only, where a start-up takes seconds of CUDA),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
@@ -91,7 +93,8 @@ class GraderService:
         from grader.answers import AnswerPool, budget_for
 
         # kept across the attempts this service grades, in page-locked host memory on a GPU host
-        self.answers = AnswerPool(budget_bytes=budget_for(self.device)) if answer_pool else None
+        self.answers = (AnswerPool(budget_bytes=answer_budget_bytes or budget_for(self.device)) if answer_pool
+                        else None)
         cuda = self.device.startswith("cuda")
         # Builders see no device: the arch list torch would pick from it is set for them and the workers alike.
         from grader import buildahead
