@@ -102,13 +102,6 @@ def answer_sizes(card, record: dict) -> list[tuple[str, int, int]]:
     return out
 
 
-class _Sized:
-    """What the pool needs of an answer: its bytes."""
-
-    def __init__(self, nbytes: int):
-        self.nbytes = nbytes
-
-
 def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: int, cost_s: float,
            budget_bytes: int = PINNED_ANSWER_BUDGET_BYTES, seed: int = 0, checks: int = 2
            ) -> list[collections.Counter]:
@@ -126,11 +119,7 @@ def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: i
                                language="pytorch")
             by_id[req.attempt_id] = r
             reqs.append(req)
-        retire = getattr(pool, "retire", None)
-        try:
-            q = queue_cls(reqs, idle=retire)
-        except TypeError:  # a queue that tells nobody
-            q = queue_cls(reqs)
+        q = queue_cls(reqs)
         counts = collections.Counter()
         events: list = []  # (time, order, slot, kind, payload)
         order = 0
@@ -162,10 +151,11 @@ def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: i
                 continue
             if kind == "put":  # an answer computed, kept once its hold is over
                 task, key, sd, nbytes = payload
+                answer = types.SimpleNamespace(nbytes=nbytes)  # all the pool reads of an answer
                 try:
-                    pool.put(task, key, sd, _Sized(nbytes), cost_s=cost_s)
+                    pool.put(task, key, sd, answer, cost_s=cost_s)
                 except TypeError:  # a pool that does not weigh cost
-                    pool.put(task, key, sd, _Sized(nbytes))
+                    pool.put(task, key, sd, answer)
                 continue
             if kind == "size":  # the size's plan (`SeedPlan`: the check calls take the first seeds); the check
                 task, key, nbytes, n, after = payload  # calls' answers now, the timed calls' after the loop
