@@ -11,25 +11,29 @@ byte budget of a GPU host) for the seeds it verifies, kept answers first, and pu
 answer's float64 bytes from the task's card. The same grades go through the queue and pool of `--before` (a git
 revision, read with `git show`) and of the working tree, side by side.
 
-What it does not model: a grade's own time moving with the change (its verifications on kept answers are shorter),
-the answers' real costs (each is counted at the run's mean), and which of a grade's timed calls were verified (the
-pool gives them kept seeds first, as `SeedPlan` does). Its first rows are what the run recorded, to check the
-replay of `--before` against: on H200 run 66 (whose grader `--before` is), 45 kept and 638 computed in round 1 and
-5 and 1,225 after, where the replay gives 47 and 636, 0 and 1,230. So it ranks two policies on a run's mix and
-says what the device lock's check windows would save; the GPU run measures it.
+What it models coarsely: an answer's cost (what the pool weighs it by, and what the seconds column adds up) is a
+hold of `--reference-ms` plus `--reference-ms-per-gib` for its bytes, not what each one took; of a size's timed
+calls verified, the share that took pool seeds is the share of its loop's calls that did (`call_seeds` over the
+calls made), the rest computed; and which seeds a grade verifies, kept ones first, as `SeedPlan` gives them. It
+leaves out a grade's own time moving with the change. Its first rows are what the run recorded, to check the
+replay of `--before` against; on H200 run 66, whose grader `--before` is, it reproduces the kept answers of both
+rounds within a few. So it ranks two policies on a run's mix; the GPU run measures them.
 """
 from __future__ import annotations
 
 import argparse
 import collections
 import heapq
+import inspect
 import json
 import math
 import random
 import subprocess
 import sys
 import types
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -84,30 +88,48 @@ def submission_order(records: list[dict]) -> list[dict]:
     return [r for _, r in sorted(keyed, key=lambda kr: kr[0])]
 
 
-def answer_sizes(card, record: dict) -> list[tuple[str, int, int]]:
-    """(size key, answer bytes, verifications) of each size the grade verified at; a hidden size (its key not
-    in the record) is the card's hidden sizes in order."""
+@dataclass(frozen=True)
+class Verified:
+    """One size of a recorded grade: its key, an answer's bytes (float64), its verifications (`n`), how many of them
+    the pool's seeds took (`pooled`: the check calls' and, of the timed calls', about the share of the loop's calls
+    that took pool seeds, `SeedPlan`; the rest took fresh seeds, always computed), and how many the run kept."""
+
+    key: str
+    nbytes: int
+    n: int
+    pooled: int
+    kept: int
+
+
+def answer_sizes(card, record: dict, checks: int = 2) -> list[Verified]:
+    """Each size the grade verified at; a hidden size (its key not in the record) is the card's hidden sizes in
+    order."""
     hidden = [s for s, h in card.sizes("gpu") if h]
     out, k = [], 0
     for s in record.get("sizes") or []:
-        got = (s.get("loop") or {}).get("answers")
+        loop = s.get("loop") or {}
+        got = loop.get("answers")
         if s["size_key"] == "hidden":
             size, k = hidden[min(k, len(hidden) - 1)], k + 1
         else:
             size = next((z for z, _ in card.sizes("gpu") if size_key(z) == s["size_key"]), None)
         if not got or size is None:
             continue
-        n = int(got.get("kept", 0)) + int(got.get("computed", 0))
-        out.append((size_key(size), 8 * math.prod(resolve_shape(card.output_shape, size)), n))
+        n, in_pool = int(got.get("kept", 0)) + int(got.get("computed", 0)), len(got.get("call_seeds") or {})
+        made = max(in_pool, int(loop.get("warmup_pairs", 0)) + int(loop.get("pairs", 0)) + 1, 1)
+        timed = max(n - checks, 0)
+        out.append(Verified(size_key(size), 8 * math.prod(resolve_shape(card.output_shape, size)), n,
+                            min(n, checks) + round(timed * min(1.0, in_pool / made)), int(got.get("kept", 0))))
     return out
 
 
-def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: int, cost_s: float,
+def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: int, cost: Callable[[int], float],
            budget_bytes: int = PINNED_ANSWER_BUDGET_BYTES, seed: int = 0, checks: int = 2
            ) -> list[collections.Counter]:
-    """Each round's verifications on kept answers and on computed ones, through `queue_cls` and `pool_cls`. At each
-    size, the first `checks` verifications (the check calls') come at its start, the rest after its loop; an answer
-    computed is kept `cost_s` later."""
+    """Each round's verifications on kept answers and on computed ones (and the seconds those took, `cost(bytes)`
+    each), through `queue_cls` and `pool_cls`. At each size, the first `checks` verifications (the check calls')
+    come at its start, the rest after its loop; an answer computed for a pool seed is kept `cost` later."""
+    weighs = "cost_s" in inspect.signature(pool_cls.put).parameters  # a pool before greedy-dual-size does not
     rng = random.Random(seed)
     pool = pool_cls(budget_bytes=budget_bytes)
     out = []
@@ -135,10 +157,10 @@ def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: i
             lead = min(dur, sum(float(ph.get(k) or 0.0) for k in ("startup", "compile")))
             sizes = answer_sizes(cards[r["task_id"]], r) if r["task_id"] in cards else []
             each = (dur - lead) / max(len(sizes), 1)
-            for i, (key, nbytes, n) in enumerate(sizes):
+            for i, v in enumerate(sizes):
                 order += 1
                 heapq.heappush(events, (now + lead + each * i, order, slot, "size",
-                                        (r["task_id"], key, nbytes, n, now + lead + each * (i + 0.9))))
+                                        (r["task_id"], v, now + lead + each * (i + 0.9))))
             order += 1
             heapq.heappush(events, (now + dur, order, slot, "done", r["task_id"]))
 
@@ -152,26 +174,26 @@ def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: i
             if kind == "put":  # an answer computed, kept once its hold is over
                 task, key, sd, nbytes = payload
                 answer = types.SimpleNamespace(nbytes=nbytes)  # all the pool reads of an answer
-                try:
-                    pool.put(task, key, sd, answer, cost_s=cost_s)
-                except TypeError:  # a pool that does not weigh cost
-                    pool.put(task, key, sd, answer)
+                pool.put(task, key, sd, answer, **({"cost_s": cost(nbytes)} if weighs else {}))
                 continue
             if kind == "size":  # the size's plan (`SeedPlan`: the check calls take the first seeds); the check
-                task, key, nbytes, n, after = payload  # calls' answers now, the timed calls' after the loop
-                seeds = pool.order(task, key, rng)[:n]
+                task, v, after = payload  # calls' answers now, the timed calls' after the loop; the timed calls
+                seeds = pool.order(task, v.key, rng)[:v.pooled]  # past the pool's take fresh seeds
+                counts["computed"] += v.n - v.pooled
+                counts["computed_s"] += (v.n - v.pooled) * cost(v.nbytes)
                 order += 1
-                heapq.heappush(events, (after, order, slot, "verify", (task, key, nbytes, seeds[checks:])))
+                heapq.heappush(events, (after, order, slot, "verify", (task, v, seeds[checks:])))
                 seeds = seeds[:checks]
             else:
-                task, key, nbytes, seeds = payload
+                task, v, seeds = payload
             for sd in seeds:
-                if pool.get(task, key, sd) is not None:
+                if pool.get(task, v.key, sd) is not None:
                     counts["kept"] += 1
                 else:
                     counts["computed"] += 1
+                    counts["computed_s"] += cost(v.nbytes)
                     order += 1
-                    heapq.heappush(events, (now + cost_s, order, slot, "put", (task, key, sd, nbytes)))
+                    heapq.heappush(events, (now + cost(v.nbytes), order, slot, "put", (task, v.key, sd, v.nbytes)))
         out.append(counts)
     return out
 
@@ -184,8 +206,10 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=12)
     ap.add_argument("--cards", type=Path, default=ROOT / ".gpu_carry" / "cuda_l1" / "cards.jsonl",
                     help="extra task cards (the CUDA-L1 sample's)")
-    ap.add_argument("--reference-ms", type=float, default=94.96, help="a computed answer's hold (run 66's mean "
-                                                                      "`verify: reference`)")
+    ap.add_argument("--reference-ms", type=float, default=80.0, help="a computed answer's hold, apart from its bytes")
+    ap.add_argument("--reference-ms-per-gib", type=float, default=100.0,
+                    help="and per GiB of it: with the default 80, a mean of 94 ms over run 66's verifications, whose "
+                         "`verify: reference` held 95 ms on average")
     ap.add_argument("--kept-ms", type=float, default=6.44, help="a kept answer's (run 66's `verify: kept answer`)")
     ap.add_argument("--budget-gib", type=float, default=PINNED_ANSWER_BUDGET_BYTES / 2**30,
                     help="the kept answers' byte budget (default: a GPU host's)")
@@ -194,31 +218,27 @@ def main() -> None:
     cards = load_catalogue([args.cards] if args.cards.exists() else None)
     missing = sorted({r["task_id"] for r in records} - set(cards))
     by_round = rounds(records)
+    cost = lambda nbytes: (args.reference_ms + args.reference_ms_per_gib * nbytes / 2**30) / 1e3  # noqa: E731
     rows = []
     for name, rev in ((f"before ({args.before})", args.before), ("working tree", None)):
         q, p = load_version(rev, "service")._Queue, load_version(rev, "answers").AnswerPool
-        rows.append((name, replay(by_round, cards, q, p, args.slots, args.reference_ms / 1e3,
-                                  int(args.budget_gib * 2**30))))
+        rows.append((name, replay(by_round, cards, q, p, args.slots, cost, int(args.budget_gib * 2**30))))
     print(f"# answer reuse replayed from {args.run} ({len(records)} grades, {args.slots} slots, "
           f"{args.budget_gib:g} GiB of kept answers)"
           + (f"; tasks without a card, not counted: {', '.join(missing)}" if missing else ""))
-    recorded = []  # what the run itself did, the replay's calibration
+    recorded = []  # what the run itself did (of the tasks with a card), the replay's calibration
     for recs in by_round:
         c = collections.Counter()
         for r in recs:
-            for s in r.get("sizes") or []:
-                c.update({k: int(v) for k, v in ((s.get("loop") or {}).get("answers") or {}).items()
-                          if k in ("kept", "computed")})
+            for v in answer_sizes(cards[r["task_id"]], r) if r["task_id"] in cards else []:
+                c.update(kept=v.kept, computed=v.n - v.kept)
+                c["computed_s"] += (v.n - v.kept) * cost(v.nbytes)
         recorded.append(c)
-    print("version\tround\tverifications\tkept\tcomputed\tcheck-window seconds for answers")
+    print("version\tround\tverifications\tkept\tcomputed\tcheck-window seconds for answers (modelled)")
     for name, per_round in [("recorded in the run", recorded)] + rows:
-        total = collections.Counter()
-        for i, c in enumerate(per_round, 1):
-            total += c
+        for i, c in [*enumerate(per_round, 1), ("all", sum(per_round, collections.Counter()))]:
             print(f"{name}\t{i}\t{c['kept'] + c['computed']}\t{c['kept']}\t{c['computed']}\t"
-                  f"{(c['kept'] * args.kept_ms + c['computed'] * args.reference_ms) / 1e3:.1f}")
-        print(f"{name}\tall\t{total['kept'] + total['computed']}\t{total['kept']}\t{total['computed']}\t"
-              f"{(total['kept'] * args.kept_ms + total['computed'] * args.reference_ms) / 1e3:.1f}")
+                  f"{c['kept'] * args.kept_ms / 1e3 + c['computed_s']:.1f}")
 
 
 if __name__ == "__main__":

@@ -388,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                          "device's default otherwise): the repeat-precision figures say what fewer pairs cost")
     ap.add_argument("--answer-budget-gib", type=float, default=None,
                     help="page-locked host memory the kept reference answers may hold (grader.answers; the device's "
-                         "default otherwise): bench/answer_reuse.py replays run 66 at 386 kept with 12 GiB, 999 with "
+                         "default otherwise): bench/answer_reuse.py replays run 66 at 349 kept with 12 GiB, 956 with "
                          "48; the summary's host memory line says what the host has to spare")
     ap.add_argument("--without", default="", help="comma-separated parts to switch off, to compare a run with and "
                     f"without them: {', '.join(SWITCHES)}")
@@ -466,7 +466,8 @@ def main(argv: list[str] | None = None) -> int:
                                      **({"min_reps": args.min_reps} if args.min_reps is not None else {}))
     with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards,
                        compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"), effort=effort,
-                       answer_budget_bytes=int(args.answer_budget_gib * 2**30) if args.answer_budget_gib else None,
+                       answer_budget_bytes=(None if args.answer_budget_gib is None
+                                            else int(args.answer_budget_gib * 2**30)),
                        **dict(switches, build_ahead=None if switches["build_ahead"] else 0)) as svc:
         env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
                    answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,

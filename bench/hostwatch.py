@@ -14,7 +14,7 @@ its own, in the grading process (the service's parent, where every slot's thread
   kind of process, a whole process list: every `ROLES_EVERY`-th tick), who held it (run 66 filled 139.6 of 140.4 GiB
   and three experts' references ran out, and no reading said whose memory it was);
 - the host's memory available (`/proc/meminfo`): the kept answers (grader.answers) are page-locked host memory
-  under a 12 GiB budget, and `bench/answer_reuse.py` replays run 66 at 386 answers taken from the pool with it, 999
+  under a 12 GiB budget, and `bench/answer_reuse.py` replays run 66 at 349 answers taken from the pool with it, 956
   with 48 GiB; whether the host has that to spare, beside every worker's, is for this reading to say.
 
 `lines()` summarises the samples of one stretch of the run (round 1, or all of it) for summary.txt.
@@ -47,14 +47,14 @@ def proc_cpu_s(stat: str) -> float:
     return (int(fields[11]) + int(fields[12])) / _HZ
 
 
-def host_memory(text: str) -> tuple[int, int]:
-    """(available, total) bytes from `/proc/meminfo`."""
+def host_memory(text: str) -> tuple[int, int] | None:
+    """(available, total) bytes from `/proc/meminfo`; None where it does not say both."""
     got = {}
     for line in text.splitlines():
         name, _, rest = line.partition(":")
-        if name in ("MemAvailable", "MemTotal"):
+        if name in ("MemAvailable", "MemTotal") and rest.split():
             got[name] = int(rest.split()[0]) * 1024  # kB
-    return got["MemAvailable"], got["MemTotal"]
+    return (got["MemAvailable"], got["MemTotal"]) if len(got) == 2 else None
 
 
 def memory_by_kind(reading: dict) -> str:

@@ -93,8 +93,8 @@ class GraderService:
         from grader.answers import AnswerPool, budget_for
 
         # kept across the attempts this service grades, in page-locked host memory on a GPU host
-        self.answers = (AnswerPool(budget_bytes=answer_budget_bytes or budget_for(self.device)) if answer_pool
-                        else None)
+        budget = budget_for(self.device) if answer_budget_bytes is None else answer_budget_bytes
+        self.answers = AnswerPool(budget_bytes=budget) if answer_pool else None
         cuda = self.device.startswith("cuda")
         # Builders see no device: the arch list torch would pick from it is set for them and the workers alike.
         from grader import buildahead
@@ -271,10 +271,11 @@ class _Queue:
     for the pool's seeds (grader.answers) are there for the next attempt. Else it takes the first task no
     other slot is grading, and one another slot grades only when no other is left: two slots on one task at
     once compute the same answers (H200 run 66's round 1, sorted by task, took 45 kept answers for 683
-    verifications; `bench/answer_reuse.py` replays it at 66 with this queue, 46 without). Tasks come in the
+    verifications; `bench/answer_reuse.py` replays it at 55 with this queue, 43 without). Tasks come in the
     order of their first request, CUDA requests first: their extension builds take 30-80 s of CPU each, and
     started last they were what ended a round (H200 run 40: the device lock idle 54 s of 303). A request
-    being built ahead (`held`, by id) waits outside until `release`, then its task goes first."""
+    being built ahead (`held`, by id) waits outside until `release`, then its task goes first (to a slot
+    that grades it, or to the next slot that looks if none does)."""
 
     def __init__(self, requests: Iterable[GradeRequest], affinity: bool = True, held: set[int] = frozenset()):
         self._affinity = affinity

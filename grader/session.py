@@ -1378,11 +1378,9 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
             raise RuntimeError(f"sent {len(tensors)} tensors")
         conn.trimmed = conn.answered = sz.key  # the worker's memory is this size's now
         _note_parts(g, "reference worker", reply, ("empty cache", "inputs", "run", "check", "write"))
-        # what keeping the answer saves the next attempt (`AnswerPool.put`): the worker's own work (gated, its last
-        # part is the wait for its window too, left out)
-        parts = reply.get("parts_ms")
-        cost_s = (sum(float(ms) for ms in parts[:4 if reply.get("gated") else None]) / 1e3
-                  if isinstance(parts, list) and parts else time.perf_counter() - t)
+        # What keeping the answer saves the next attempt (`AnswerPool.put`), on this side's clock: the window it held
+        # (ungated: the whole request, taken in the caller's window; gated: the gate's opening to "done").
+        cost_s = reply["window_ms"] / 1e3 if window is not None and "window_ms" in reply else time.perf_counter() - t
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:
         if fd is not None:
             os.close(fd)

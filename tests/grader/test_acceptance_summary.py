@@ -55,7 +55,7 @@ def test_host_watch_reads_the_host_and_summarises_a_stretch():
 
     assert cpu_jiffies("cpu  100 5 20 800 50 3 2 0 0 0\ncpu0 1 2 3\n") == (130, 980)
     assert host_memory("MemTotal:  131072000 kB\nMemFree: 1 kB\nMemAvailable:   65536000 kB\n") == (
-        65536000 * 1024, 131072000 * 1024)
+        65536000 * 1024, 131072000 * 1024) and host_memory("MemTotal: 1 kB\n") is None
     hz = os.sysconf("SC_CLK_TCK")
     assert proc_cpu_s(f"42 (a (b) c) S 1 1 1 0 -1 0 0 0 0 0 {3 * hz} {hz} 0 0") == 4.0
     watch = HostWatch(lambda: {os.getpid(): "parent"}, tick_s=0.05).start()
@@ -141,9 +141,11 @@ def test_the_answer_replay_counts_every_verification_of_a_recorded_run_once():
                .splitlines()]
     by_round = [[r for r in rs if r["task_id"] in cards] for rs in rounds(records)]
     assert [len(rs) for rs in rounds(records)] == [60, 99]  # its round 1 is the demo and CUDA-L1 mix
-    got = replay(by_round, cards, _Queue, AnswerPool, slots=12, cost_s=0.095)
-    want = [sum(n for r in rs for _, _, n in answer_sizes(cards[r["task_id"]], r)) for rs in by_round]
+    got = replay(by_round, cards, _Queue, AnswerPool, slots=12, cost=lambda nbytes: 0.08 + nbytes / 10e9)
+    sizes = [[v for r in rs for v in answer_sizes(cards[r["task_id"]], r)] for rs in by_round]
+    want = [sum(v.n for v in vs) for vs in sizes]
     assert [c["kept"] + c["computed"] for c in got] == want and all(want), (got, want)
+    assert all(c["kept"] <= sum(v.pooled for v in vs) for c, vs in zip(got, sizes))  # fresh seeds are never kept
     assert got[1]["kept"] > 0, got
     seen = collections.Counter(r["attempt_id"] for r in by_round[1] if r["attempt_id"].startswith("expert:"))
     assert sum(v == 2 for v in seen.values()) >= 12  # graded twice, 16 grades apart

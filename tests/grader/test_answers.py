@@ -47,8 +47,9 @@ def test_kept_answers_stay_under_their_byte_budget_least_recently_used_out_first
 
 def test_the_answers_that_save_least_per_byte_go_first_and_one_nobody_uses_falls_behind():
     """Greedy-dual-size: an answer's worth is what computing it cost over its bytes. A large answer that cost what
-    one small one did goes before the small ones, though they are older; an answer as dear per byte as the rest but
-    never used falls behind as the pool ages."""
+    one small one did goes before the small ones, though they are older; a new answer worth less than what would
+    have to go for it is not kept, and nothing goes for it; an answer twice as dear per byte as the rest but never
+    used falls behind as the pool ages."""
     mib = 1 << 17  # float64 elements in a MiB
     pool = AnswerPool(budget_bytes=10 << 20)
     for seed in (2, 3):
@@ -56,13 +57,28 @@ def test_the_answers_that_save_least_per_byte_go_first_and_one_nobody_uses_falls
     pool.put("t", "s", 1, _answer(8 * mib), cost_s=0.1)  # 8 MiB
     pool.put("t", "s", 4, _answer(mib), cost_s=0.1)  # past the budget: the large one goes, not the oldest
     assert pool.get("t", "s", 1) is None and all(pool.get("t", "s", k) for k in (2, 3, 4))
-    pool.put("u", "s", 1, _answer(4 * mib), cost_s=0.4)  # as dear per byte as the small ones
-    assert pool.held_bytes == 7 << 20 and pool.stats()["answers_dropped"] == 1
-    for i in range(3):  # t's are used; u's is not, and the pool ages with each drop
+    assert pool.held_bytes == 3 << 20 and pool.stats()["answers_dropped"] == 1
+    for _ in range(100):  # each use ranks its answer again (the heap is rebuilt as used entries go stale)
         assert all(pool.get("t", "s", k) for k in (2, 3, 4))
-        pool.put("v", "s", 9, _answer(4 * mib), cost_s=0.4)
-        pool.put("v", "s", 10 + i, _answer(mib), cost_s=0.1)
-    assert pool.get("u", "s", 1) is None and all(pool.get("t", "s", k) for k in (2, 3, 4))
+    pool.put("t", "s", 5, _answer(8 * mib), cost_s=0.1)  # cheaper per byte than any it would displace
+    assert pool.get("t", "s", 5) is None and all(pool.get("t", "s", k) for k in (2, 3, 4))
+
+    pool = AnswerPool(budget_bytes=10 << 20)
+    pool.put("x", "s", 1, _answer(4 * mib), cost_s=10.0)
+    pool.put("y", "s", 1, _answer(5 * mib), cost_s=0.001)
+    pool.put("n", "s", 1, _answer(8 * mib), cost_s=0.1)  # room only if x went too, which is worth more per byte
+    assert pool.get("n", "s", 1) is None and pool.get("x", "s", 1) and pool.get("y", "s", 1)
+    assert pool.held_bytes == 9 << 20 and pool.stats()["answers_dropped"] == 1  # the new one, and only it
+
+    def aged(fresh: int) -> AnswerPool:
+        pool = AnswerPool(budget_bytes=6 << 20)
+        pool.put("u", "s", 1, _answer(2 * mib), cost_s=0.4)  # 2 MiB, twice as dear per byte as what follows
+        for i in range(fresh):
+            pool.put("w", "s", i, _answer(mib), cost_s=0.1)
+        return pool
+
+    assert aged(6).get("u", "s", 1) is not None  # the cheaper ones went first
+    assert aged(12).get("u", "s", 1) is None  # unused, it fell behind as each drop aged the pool
 
 
 def test_a_plan_gives_every_seed_once_and_the_lowest_priority_pooled_calls_the_seeds_of_kept_answers():

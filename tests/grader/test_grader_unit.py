@@ -1069,6 +1069,11 @@ def test_a_slot_keeps_to_the_task_it_graded_last_then_takes_a_task_nobody_grades
     assert [q.take(None).attempt_id for _ in range(3)] == ["a0", "b2", "a1"]  # every task left is graded: the oldest
     assert q.take(None) is None
 
+    # without affinity, a slot done with a task leaves it to whoever comes next: it is nobody's any more
+    q = _Queue([GradeRequest(attempt_id=f"{t}{i}", task_id=t, source="def run(x):\n    return x\n",
+                             language="pytorch") for i, t in enumerate("abac")], affinity=False)
+    assert [q.take(None).attempt_id, q.take(None).attempt_id, q.take("a").attempt_id] == ["a0", "b1", "a2"]
+
 
 def test_requests_that_build_a_cuda_extension_are_handed_out_first():
     """A CUDA request's build takes tens of seconds of CPU: started first, it overlaps the other grades instead of
