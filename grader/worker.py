@@ -832,8 +832,10 @@ class Worker:
         reference returned is touched before), the answer's copy into the page-locked arena; then "queued". Once
         the parent has opened the gate, the device finishes them, and "done". A reference that waits for the device
         on the host (a synchronising call, an allocation or a kernel's first load that waits) waits for the parent's
-        patience, which opens the gate inside the check window (`WorkerConn._let_through`): no device work of the
-        answer runs outside one."""
+        patience, which opens the gate inside the check window (`WorkerConn._let_through`): no device work queued on
+        the worker's stream runs outside one. A kernel the reference puts on a stream of its own is not behind the
+        gate and runs at once, in no window (docs/call-boundary.md, "A reference's side stream"): why this is off by
+        default."""
         inputs, fill = self._plan_inputs(msg["specs"], msg["seed"], self.device)
         if not gate.close():  # it would not close: nothing was drawn, and the parent asks again, ungated
             return {"ok": False, "error_kind": "gate", "error": "the launch gate would not close"}, None
