@@ -257,6 +257,33 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     return "\n".join(lines)
 
 
+OUTSIDE_PARTS = ("startup", "compile", "teardown")
+"""The phases of a grade before its first size and after its last, where no part (`session._part`) is counted (but
+the attempt's first call, `session.COMPILING_CALL_PART`, which the compile phase holds too)."""
+
+
+def part_lines(results: list[GradeResult], purposes: dict) -> list[str]:
+    """Where the slots' time went: the grades' parts (`session._part`, the lock's "grade: " purposes, each its own
+    time only) beside the phases outside them, largest first, with their share of the grades' summed wall time; what
+    neither names is the rest (the request's checks before the worker starts, the result's assembly)."""
+    from grader.session import COMPILING_CALL_PART
+
+    total = sum(r.phase_seconds.get("total", 0.0) for r in results)
+    rows = [(k.removeprefix("grade: "), n, s) for k, (n, s) in purposes.items() if k.startswith("grade: ")]
+    first = purposes.get(f"grade: {COMPILING_CALL_PART}", (0, 0.0))[1]  # in the compile phase, and a part of its own
+    rows += [(f"{p} (phase)" + (", less the attempt's first call" if p == "compile" else ""),
+              sum(p in r.phase_seconds for r in results),
+              sum(r.phase_seconds.get(p, 0.0) for r in results) - (first if p == "compile" else 0.0))
+             for p in OUTSIDE_PARTS]
+    if not rows or total <= 0:
+        return []
+    rows.append(("none of these", len(results), total - sum(s for _, _, s in rows)))
+    return ([f"== a slot's time by part of the grade ({len(results)} grades, {total:.1f} slot-seconds in all)",
+             "  part\tcount\tseconds\tshare\tms each"]
+            + [f"  {name}\t{n}\t{s:.1f}\t{s / total:.1%}\t{1e3 * s / max(n, 1):.1f}"
+               for name, n, s in sorted(rows, key=lambda row: -row[2])])
+
+
 def build_lines(results: list[GradeResult]) -> list[str]:
     """Extensions built ahead of their grades (grader.buildahead), and what the grades' own loads compiled."""
     ext = [r.sandbox["ext_cache"] for r in results if isinstance(r.sandbox.get("ext_cache"), dict)]
@@ -428,11 +455,12 @@ def main(argv: list[str] | None = None) -> int:
                     + f"; {lock['windows']} device windows, {lock.get('draw_windows', 0)} draw windows, "
                       f"{lock.get('check_windows', 0)} check windows; "
                       f"loops gave way {lock.get('gave_way', 0)} times")
-        if lock.get("purposes"):  # holder-seconds: check work's holds overlap, so they add up past the wall clock
+        holds = {k: v for k, v in lock.get("purposes", {}).items() if not k.startswith("grade: ")}
+        if holds:  # holder-seconds: check work's holds overlap, so they add up past the wall clock
             summary += ("\n== check work's holds by use, and their parts (`purpose: part`, timed on the parent's or "
                         "the worker's clock inside the hold)\n  purpose\tcount\tseconds\tms each"
-                        + "".join(f"\n  {k}\t{n}\t{s:.1f}\t{1e3 * s / max(n, 1):.2f}"
-                                  for k, (n, s) in lock["purposes"].items()))
+                        + "".join(f"\n  {k}\t{n}\t{s:.1f}\t{1e3 * s / max(n, 1):.2f}" for k, (n, s) in holds.items()))
+        summary += "\n" + "\n".join(part_lines(results, lock.get("purposes", {})))
         summary += "\n" + "\n".join(memory_lines(svc))
         summary += "\n" + "\n".join(host_lines(host, clock))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "

@@ -267,11 +267,12 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
-            sr, m = _grade_size(g, size, hidden, first=not sizes_out and effort.judge_first)
-            sizes_out.append(sr)
-            if m is not None:
-                measured.append(m)
-            _request(conn, {"op": "release"}, remaining)
+            with _part(g, "a size's other work"):  # what no part inside names: trims, the floor check, the release
+                sr, m = _grade_size(g, size, hidden, first=not sizes_out and effort.judge_first)
+                sizes_out.append(sr)
+                if m is not None:
+                    measured.append(m)
+                _request(conn, {"op": "release"}, remaining)
     except Floor as f:
         status, code, reason = f.status, f.code, f.reason
     except (socket.timeout, TimeoutError):
@@ -387,6 +388,8 @@ class _Grade:
     """The largest expert-measured allowance (`compare.expert_slack`) a passing output needed; 0: none."""
     answers: AnswerPool | None = None
     """The service's kept reference answers (`grader.answers`), or None."""
+    part_inner: float = 0.0
+    """The seconds of the parts (`_part`) done so far inside the part now open, which it does not count as its own."""
 
     @property
     def cuda(self) -> bool:
@@ -438,7 +441,8 @@ def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False) -> tup
     # every size), and at later sizes the judgement after the loop, as before, sees the check calls too.
     observed: list[dict] = []
     if first:
-        _judge_observed(g, sz, _watch(g, g.conn, False))
+        with _part(g, "observation, closed and judged early"):
+            _judge_observed(g, sz, _watch(g, g.conn, False))
     t, verifying = time.perf_counter(), g.phases["correctness"]
     cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed, check_ms, check_min_ms,
                                                                          reopen=first)
@@ -498,7 +502,8 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
     # The task's reference worker starts (seconds: CUDA, the task's imports) before any hold on the device, which
     # every timing loop would otherwise wait out; a start that fails fails again, and is reported, in `_reference`.
     if g.effort.reference_first:
-        with contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
+        with _part(g, "reference's worker, kept or started"), \
+                contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
             _reference_worker(g)
     windows = g.effort.check_windows
     expert, check_ms, check_min_ms = None, 0.0, math.inf
@@ -526,7 +531,8 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             # A size's first call apart in the lock's stats: a kernel specialised on the size compiles there, inside
             # its check window (the expert's first call at a size, which holds nothing, took 486 ms on H200 run 66)
             first = ", a size's first" if i == 0 else ""
-            with contextlib.nullcontext() if compiling else hold("check window" + first):
+            with _part(g, COMPILING_CALL_PART if compiling else "check call"), \
+                    contextlib.nullcontext() if compiling else hold("check window" + first):
                 reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
             if compiling:  # charged to compilation
                 g.phases["compile"] += time.perf_counter() - t_call
@@ -535,12 +541,14 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
                 _note_parts(g, "check call" + first, reply)
             check_ms = float(reply.get("ms") or 0.0)
             check_min_ms = min(check_min_ms, check_ms)
-            v = _verify(g, sz, reply["idx"], seed, with_inputs=True, piece=hold)
+            with _part(g, "verification, of a check call"):
+                v = _verify(g, sz, reply["idx"], seed, with_inputs=True, piece=hold)
             worst = max(worst, v.max_rel_err)
             if not v.ok:
                 raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}")
         if expert is not None:  # charged to the expert phase
-            with contextlib.nullcontext() if sz.key not in expert.warmed else hold():  # a call that compiles: none
+            with _part(g, "expert's warm-up"), \
+                    contextlib.nullcontext() if sz.key not in expert.warmed else hold():  # a call that compiles: none
                 t += _expert_warmup(g, expert, sz)
     g.phases["correctness"] += time.perf_counter() - t
     return worst, check_ms, check_min_ms if check_min_ms < math.inf else 0.0
@@ -583,7 +591,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
     # and a task's own inputs are made on the device by its reference worker between the calls.
     kind = "loop" if g.cuda and not sz.given and g.conn.gate is not None and expert.gate is not None else "exclusive"
-    with _loop(g, kind) as whole:  # whole(): an ungated call of the loop is one draw window, message to reply
+    with _part(g, "timing loop"), _loop(g, kind) as whole:  # whole(): an ungated call of the loop is one draw
+        # window, message to reply
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
         for w in range(eff.warmup_pairs):
@@ -598,8 +607,9 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             slow = eff.slow_loops and min(check_ms, float(reply.get("ms") or 0.0)) >= SLOW_CALL_MS
             if slow:
                 break  # a call this long warms the device itself
-        observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
-        _watch(g, expert, False)
+        with _part(g, "observation, closed"):
+            observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
+            _watch(g, expert, False)
         t_size = time.monotonic()
         for r in range(max_reps):
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "time", r))
@@ -638,7 +648,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
                 "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
                 "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop}
-        _judge_observed(g, sz, observed)  # then the timed outputs, in the loop's draw windows
+        with _part(g, "observation, judged"):
+            _judge_observed(g, sz, observed)  # then the timed outputs, in the loop's draw windows
         verified = _verify_timed(g, sz, timed, whole)
     return cand_ms, exp_ms, timed, late_excess(gaps[1], gaps[0], eff.late_tolerance_ms), watched, loop, verified
 
@@ -853,6 +864,26 @@ def _hold(g: _Grade, kind: str, purpose: str = ""):
         yield
 
 
+COMPILING_CALL_PART = "check call, the attempt's first"
+"""The part (`_part`) that is the attempt's very first call, which compiles: counted in the compile phase too."""
+
+
+@contextlib.contextmanager
+def _part(g: _Grade, name: str):
+    """Count the wall time of a part of the grade, waits for the device included, under "grade: `name`" in the
+    device lock's stats (`DeviceLock.note`): where a slot's time goes, beside the phases, whose correctness phase
+    holds most of it (H200 run 66: 1,580 of 3,756 slot-seconds) and says nothing of its parts. A part counts its
+    own time only, not that of the parts inside it, so the parts of a grade add up to its wall time."""
+    t, outer = time.perf_counter(), g.part_inner
+    g.part_inner = 0.0
+    try:
+        yield
+    finally:
+        took = time.perf_counter() - t
+        g.gpu_lock.note(f"grade: {name}", took - g.part_inner)
+        g.part_inner = outer + took
+
+
 def _verify_timed(g: _Grade, sz: _Size, timed: list, hold: Callable) -> float:
     """Verify a sample of the timed outputs, those of lowest secret priority among the calls made (`SeedPlan.verified`:
     a uniformly random choice, however many calls the loop made); the worst error. `hold()`: what each piece of a
@@ -863,7 +894,8 @@ def _verify_timed(g: _Grade, sz: _Size, timed: list, hold: Callable) -> float:
     n_verify = min(len(timed), max(eff.verify_timed, math.ceil(eff.verify_fraction * len(timed))))
     for k in sz.plan.verified(len(timed), n_verify):  # a uniformly random choice (`SeedPlan`)
         idx, seed = timed[k]
-        v = _verify(g, sz, idx, seed, with_inputs=False, piece=hold)
+        with _part(g, "verification, of a timed call"):
+            v = _verify(g, sz, idx, seed, with_inputs=False, piece=hold)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
             raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
@@ -876,7 +908,8 @@ def _expert_worker(g: _Grade) -> WorkerConn:
     if g.expert is None:
         t = time.perf_counter()
         try:
-            g.expert = g.slot.expert(g.task.expert_key, g.task.card.expert, EXPERT_TIMEOUT_S)
+            with _part(g, "expert's worker, kept or started"):
+                g.expert = g.slot.expert(g.task.expert_key, g.task.card.expert, EXPERT_TIMEOUT_S)
         except (OSError, wire.WireError, RuntimeError) as e:
             g.slot.drop_expert(g.task.expert_key)
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker failed: {e}") from None
@@ -1209,7 +1242,8 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
         verdict = compare(tensors[0], ref, atol, rtol, scale)
         if verdict.reason_code is Reason.MISMATCH and math.isfinite(verdict.max_rel_err):
             # Outside the card's bound: is honest arithmetic? The expert, on the same inputs, says how far it gets.
-            slack = expert_slack(_expert_output(g, sz, seed), ref, rtol)
+            with _part(g, "expert's output, for its slack"):
+                slack = expert_slack(_expert_output(g, sz, seed), ref, rtol)
             if slack > 0:
                 verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
                 g.slack_used = max(g.slack_used, slack) if verdict.ok else g.slack_used

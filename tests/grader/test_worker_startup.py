@@ -382,6 +382,28 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     # outputs are verified in the timing loop's hold
     for one_each in ("check call", "verify a check call", "verify a timed call", "expert warm-up", "check calls"):
         assert after.get(one_each, (0, 0.0))[0] == before.get(one_each, (0, 0.0))[0], (one_each, after.get(one_each))
+    # and the slot's time by part of the grade (`session._part`): each its own time, so with the phases before the
+    # first size and after the last they add up to the grade's wall time, and the table says what is left
+    from bench.gpu_acceptance import OUTSIDE_PARTS, part_lines
+    from grader.session import COMPILING_CALL_PART
+
+    parts = {k: (after[k][0] - before.get(k, (0, 0.0))[0], after[k][1] - before.get(k, (0, 0.0))[1])
+             for k in after if k.startswith("grade: ")}
+    for part in ("timing loop", "check call", "verification, of a check call", "verification, of a timed call",
+                 "a size's other work", "observation, closed", "observation, judged", "expert's warm-up"):
+        assert parts[f"grade: {part}"][0] > 0, (part, parts)  # a judgement is host work of microseconds: 0.0 s
+    assert parts["grade: a size's other work"][0] == len(r.sizes)
+    named = (sum(s for _, s in parts.values()) + sum(r.phase_seconds[p] for p in OUTSIDE_PARTS)
+             - parts[f"grade: {COMPILING_CALL_PART}"][1])  # the compile phase holds the attempt's first call too
+    total = r.phase_seconds["total"]
+    rounding = 2e-3 * len(parts)  # the lock's stats round each purpose's seconds to the millisecond
+    assert 0.9 * total < named <= total + rounding, (named, total, parts)
+    table = part_lines([r], {k: list(v) for k, v in parts.items()})
+    rest = next(line for line in table if line.startswith("  none of these\t")).split("\t")
+    assert abs(float(rest[2]) - (total - named)) < 0.06, (rest, total - named)
+    assert float(table[2].split("\t")[2]) == round(max(
+        [s for _, s in parts.values()] + [r.phase_seconds[p] for p in ("startup", "teardown")]
+        + [r.phase_seconds["compile"] - parts[f"grade: {COMPILING_CALL_PART}"][1], total - named]), 1), table
 
 
 SLOW = HONEST.replace("def run(x):\n", "import time\ndef run(x):\n    time.sleep(0.03)\n")
