@@ -413,6 +413,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-reps", type=int, default=None,
                     help="timed pairs a size makes at least before its interval may end it (`Effort.min_reps`; the "
                          "device's default otherwise): the repeat-precision figures say what fewer pairs cost")
+    ap.add_argument("--target-halfwidth", type=float, default=None,
+                    help="the ~95%% interval of a size's log2 speedup, either side of its median, at which its timing "
+                         "may stop after --min-reps pairs (`Effort.target_log2_halfwidth`; the device's default "
+                         "otherwise). Run 66 ended most sizes at 20 pairs, half-width median 0.013, on its 3 s wall "
+                         "cap; its repeat median was 0.0054 against the goal of 0.01")
     ap.add_argument("--answer-budget-gib", type=float, default=None,
                     help="page-locked host memory the kept reference answers may hold (grader.answers; the device's "
                          "default otherwise): bench/answer_reuse.py replays run 66 at 349 kept with 12 GiB, 956 with "
@@ -482,7 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     if opted - set(OPT_IN):
         ap.error(f"--with: unknown parts {sorted(opted - set(OPT_IN))}")
     effort = None
-    if args.min_reps is not None or opted:
+    tuned = {k: v for k, v in (("min_reps", args.min_reps), ("target_log2_halfwidth", args.target_halfwidth))
+             if v is not None}
+    if tuned or opted:
         import dataclasses
 
         import torch
@@ -490,20 +497,20 @@ def main(argv: list[str] | None = None) -> int:
         from grader.session import Effort
 
         cuda = args.device.startswith("cuda") or (args.device == "auto" and torch.cuda.is_available())
-        effort = dataclasses.replace(Effort.for_device(cuda), **dict.fromkeys(opted, True),
-                                     **({"min_reps": args.min_reps} if args.min_reps is not None else {}))
+        effort = dataclasses.replace(Effort.for_device(cuda), **dict.fromkeys(opted, True), **tuned)
     with GraderService(workers=args.workers, device=args.device, catalogue_extra=extra_cards,
                        compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"), effort=effort,
                        answer_budget_bytes=(None if args.answer_budget_gib is None
                                             else int(args.answer_budget_gib * 2**30)),
                        **dict(switches, build_ahead=None if switches["build_ahead"] else 0)) as svc:
         env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
+                   target_log2_halfwidth=svc.effort.target_log2_halfwidth,
                    answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,
                    switched_on={part: getattr(svc.effort, part) for part in OPT_IN})
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}; "
-            f"min_reps {svc.effort.min_reps}; switched on: "
+            f"min_reps {svc.effort.min_reps}, target half-width {svc.effort.target_log2_halfwidth}; switched on: "
             f"{', '.join(p for p in OPT_IN if getattr(svc.effort, p)) or 'nothing'}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
         watch = svc.watch
