@@ -1381,7 +1381,8 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
     try:
         msg = {"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given, "key": sz.key}
         if window is None:
-            reply, _, _ = conn.request(msg, EXPERT_TIMEOUT_S)
+            reply, _, parent_ms = conn.request(msg, EXPERT_TIMEOUT_S)
+            reply["parent_ms"] = parent_ms  # the round trip, beside the worker's own parts in the lock's stats
         else:
             reply, _, _ = conn.request({**msg, "gated": True, "fill_behind": True}, EXPERT_TIMEOUT_S, window=window)
             # Its answer waited for the device behind its gate, or it could not be gated (it did no device work
@@ -1402,7 +1403,9 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
         if in_arena:
             if conn.arena is None:
                 raise RuntimeError("answered in an arena it was never lent")
+            t_read = time.perf_counter()
             tensors = conn.arena.read(reply["tensors"], g.slot.device)
+            g.gpu_lock.note("reference worker: read onto this side's device", time.perf_counter() - t_read)
             g.answers_via = "arena, pinned" if conn.arena.pinned and reply.get("arena_pinned") else "arena"
         else:
             tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, g.slot.device), None

@@ -368,7 +368,8 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     # and its check work is broken down in the lock's stats: the verifications' parts, the reference worker's own
     after = service.gpu_lock.stats()["purposes"]
     for part in ("verify: fetch", "verify: reference", "verify: compare", "reference worker: run",
-                 "reference worker: write", "check window"):
+                 "reference worker: write", "reference worker: round trip",
+                 "reference worker: read onto this side's device", "check window"):
         assert after[part][0] > before.get(part, (0, 0.0))[0], (part, after.get(part))
     # a size's first check call counted apart (a kernel specialised on the size compiles in it); the attempt's very
     # first, which compiles under no hold, is in neither
