@@ -16,6 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from grader import sandbox, timing, wire, zygote
 
@@ -309,6 +310,9 @@ class Slot:
         self._ctl_lock = threading.Lock()  # the zygote answers one request at a time; a spare starts on a thread
         self._closing = False
         self._kept: dict[str, WorkerConn] = {}
+        self._keeping: dict[str, threading.Lock] = {}  # per kept worker's name: one start of it at a time
+        self._kept_lock = threading.Lock()  # `_kept` as one: a start ahead (`start_ahead`) keeps on a thread of its own
+        self._ahead: list[threading.Thread] = []
         self.live: dict[int, str] = {}
         """pid -> role ("candidate", "expert", "reference", "spare") of every worker of this slot now alive."""
         self.config = {
@@ -414,7 +418,7 @@ class Slot:
         return conn
 
     def _spawn(self, timeout_s: float, memory_limit_mb: int | None, *, role: str, uid: int | None,
-               spare: bool = False) -> WorkerConn:
+               spare: bool = False, aside: bool = False) -> WorkerConn:
         config = self.config
         slot_limit = config["address_space_mb"]
         if memory_limit_mb and slot_limit:
@@ -424,9 +428,10 @@ class Slot:
             config = dict(config, uid=uid, fallback_scratch=f"{config['fallback_scratch']}-{role}", role=role)
         else:
             config = dict(config, uid=uid)
+        if spare or aside:  # it boots on the cores no slot is given
+            config = dict(config, cpus=spare_cpus(self.slots) if config["cpus"] else None)
         if spare:
-            config = dict(config, cpus=spare_cpus(self.slots) if config["cpus"] else None,
-                          fallback_scratch=f"{config['fallback_scratch']}-u{uid}")
+            config = dict(config, fallback_scratch=f"{config['fallback_scratch']}-u{uid}")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a_ours, a_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         popen = None
@@ -511,34 +516,73 @@ class Slot:
         conn.baseline_threads = sandbox.thread_count(conn.pid)
         return state
 
-    def expert(self, key: str, source: str, timeout_s: float) -> WorkerConn:
+    def expert(self, key: str, source: str, timeout_s: float, aside: bool = False) -> WorkerConn:
         """A worker that has loaded the expert `source` (trusted code), kept for later attempts of the
         same task (`key`), so the expert is timed by the same worker code, in the same kind of
-        process, as every candidate."""
-        return self._keep("expert", key, [{"op": "load", "source": source, "entry_point": "run"}], timeout_s)
+        process, as every candidate. `aside`: see `_keep`."""
+        return self._keep("expert", key, [{"op": "load", "source": source, "entry_point": "run"}], timeout_s,
+                          aside=aside)
 
     def reference(self, key: str, source: str, scale_source: str | None, timeout_s: float,
-                  answer_bytes: int = 0, inputs_entry: str | None = None) -> WorkerConn:
+                  answer_bytes: int = 0, inputs_entry: str | None = None, aside: bool = False) -> WorkerConn:
         """A worker that has loaded the task's reference (and error scale), kept for the task's later
         attempts: corpus code, run only there (`op: reference`), never in this process. `answer_bytes`:
         the largest answer expected; an arena of that size (at most wire.ARENA_MAX) is lent to it.
-        `inputs_entry`: the function of the reference's module that makes a task's own inputs (`op: inputs`)."""
+        `inputs_entry`: the function of the reference's module that makes a task's own inputs (`op: inputs`).
+        `aside`: see `_keep`."""
         loads = [{"op": "load", "source": source, "entry_point": "run",
                   **({"inputs_entry": inputs_entry} if inputs_entry else {})}]
         if scale_source:
             loads.append({"op": "load", "source": scale_source, "entry_point": "run", "as": "scale"})
         return self._keep("reference", key, loads, timeout_s,
-                          min(answer_bytes, wire.ARENA_MAX) if self.reference_arena else 0)
+                          min(answer_bytes, wire.ARENA_MAX) if self.reference_arena else 0, aside=aside)
 
-    def _keep(self, role: str, key: str, loads: list[dict], timeout_s: float, arena_bytes: int = 0) -> WorkerConn:
+    def start_ahead(self, *starts: Callable[[], object]) -> None:
+        """Run each of `starts` (a kept worker's start: `expert` or `reference` with `aside`) on a thread of its own,
+        now, so that it boots beside the grade's other work and not after it. A start that fails is dropped: the
+        grade's own call starts the worker again and reports why. The grade's own call of a worker being started
+        waits for that start (`_keep`), and `close` for every one."""
+        self._ahead = [t for t in self._ahead if t.is_alive()]
+        for i, start in enumerate(starts):
+            if self._closing:
+                return
+
+            def run(start=start) -> None:
+                with contextlib.suppress(Exception):  # the grade's own call reports it
+                    start()
+
+            thread = threading.Thread(target=run, name=f"slot{self.index}-ahead{i}", daemon=True)
+            self._ahead.append(thread)
+            thread.start()
+
+    def _keep(self, role: str, key: str, loads: list[dict], timeout_s: float, arena_bytes: int = 0,
+              aside: bool = False) -> WorkerConn:
+        """The kept worker `role:key`, started and loaded if there is none alive. One start of a name at a time: a
+        call while a start ahead (`start_ahead`) runs waits for it and takes its worker. `aside`: a worker that must
+        start boots (CUDA, the worker's imports, its gate: no task code) on the cores no slot is given, as a spare
+        does, and moves onto the slot's own before it loads anything."""
         name = f"{role}:{key}"
-        conn = self._kept.pop(name, None)
-        if conn is not None and (conn.popen.poll() if conn.popen else _alive(conn.pid)) is None:
-            self._kept[name] = conn  # most recently used last
-            return conn
+        with self._keeping.setdefault(name, threading.Lock()):
+            return self._kept_or_started(name, role, key, loads, timeout_s, arena_bytes, aside)
+
+    def _kept_or_started(self, name: str, role: str, key: str, loads: list[dict], timeout_s: float,
+                         arena_bytes: int, aside: bool) -> WorkerConn:
+        if self._closing:
+            raise RuntimeError(f"the slot is closing: no {role} of {key} starts")
+        with self._kept_lock:
+            conn = self._kept.pop(name, None)
+            if conn is not None and (conn.popen.poll() if conn.popen else _alive(conn.pid)) is None:
+                self._kept[name] = conn  # most recently used last
+                return conn
         if conn is not None:
             self._kill(conn, None)
-        conn = self.spawn(timeout_s, role=role)
+        conn = self._spawn(timeout_s, None, role=role, uid=None, aside=aside)
+        if aside and self.config["cpus"]:
+            try:
+                pin_threads(conn.pid, self.config["cpus"])
+            except OSError:
+                self._kill(conn, None)
+                raise
         if arena_bytes > 0:
             try:
                 conn.arena = wire.Arena(arena_bytes, pin=self.device.startswith("cuda"))
@@ -552,9 +596,11 @@ class Slot:
                 self._kill(conn, None)
                 why = reply.get("error", "") or "; ".join(conn.audit_lines[:3]) or "it reached outside its sandbox"
                 raise RuntimeError(f"the {role} of {key} failed to load: {why[-400:]}")
-        self._kept[name] = conn
-        while len(self._kept) > self.MAX_KEPT:  # each holds a device context and its flush buffer
-            self._kill(self._kept.pop(next(iter(self._kept))), None)
+        with self._kept_lock:
+            self._kept[name] = conn
+            evicted = [self._kept.pop(next(iter(self._kept))) for _ in range(len(self._kept) - self.MAX_KEPT)]
+        for old in evicted:  # each holds a device context and its flush buffer
+            self._kill(old, None)
         return conn
 
     MAX_KEPT = 4
@@ -615,6 +661,8 @@ class Slot:
 
     def close(self) -> None:
         self._closing = True
+        for thread in self._ahead:  # a start ahead ends in its worker kept, or in nothing
+            thread.join(self.boot_timeout_s)
         spare, _ = self._joined_spare()
         if spare is not None:
             self._kill(spare, spare.uid)

@@ -601,3 +601,39 @@ def test_a_reference_asked_for_a_gated_answer_it_cannot_queue_says_so_before_any
         assert answer["ok"] and answer["gated"] is False and answer["arena"], answer
     finally:
         slot.drop_reference("refusal-test")
+
+
+def test_a_grade_started_ahead_starts_its_reference_and_expert_once_each_on_threads_of_their_own(service,
+                                                                                                monkeypatch):
+    """`Effort.start_ahead`: where the slot keeps neither, the task's reference and expert workers start on the
+    slot's threads ahead of the grade's own calls (`Slot.start_ahead`), which wait for those starts and take their
+    workers: each starts once, and the grade is as without."""
+    import dataclasses
+    import threading
+    import time
+
+    slot = service.slots[0]
+    key = service.task(TASK).expert_key
+    slot.drop_expert(key)
+    slot.drop_reference(key)
+    started = []
+    spawn = slot._spawn
+
+    def recorded(*args, **kwargs):
+        if kwargs.get("role") in ("expert", "reference"):
+            started.append((kwargs["role"], kwargs.get("aside", False), threading.current_thread().name))
+            if threading.current_thread().name.startswith("slot0-ahead"):  # still starting when the grade asks
+                time.sleep(1.0)
+        return spawn(*args, **kwargs)
+
+    monkeypatch.setattr(slot, "_spawn", recorded)
+    kept = service.effort
+    try:
+        service.effort = dataclasses.replace(kept, start_ahead=True)
+        r = _grade(service, "started_ahead", HONEST)
+    finally:
+        service.effort = kept
+    assert r.status is Status.CORRECT, r.reason
+    assert sorted(started) == [("expert", True, "slot0-ahead1"), ("reference", True, "slot0-ahead0")], started
+    roles = list(slot.live.values())  # this module grades one task: its two kept workers, and no second of either
+    assert roles.count("expert") == 1 and roles.count("reference") == 1, slot.live
