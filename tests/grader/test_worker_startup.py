@@ -433,19 +433,15 @@ def test_a_slow_candidates_size_is_done_after_one_warm_up_pair_and_one_clean_pai
         service.effort = kept
 
 
-def test_without_check_windows_a_sizes_check_work_shares_one_shared_hold(service):
+def test_without_check_windows_a_sizes_check_work_shares_one_shared_hold(service, monkeypatch):
     """`Effort.check_windows` off (0.14.0, for the acceptance's A/B): a size's check calls, their verifications and
     the expert's warm-up share one shared hold ("check calls", once a size: the first size's after its compiling
     first call), and take no check window."""
     import dataclasses
 
-    kept = service.effort
     before = service.gpu_lock.stats()
-    try:
-        service.effort = dataclasses.replace(kept, check_windows=False)
-        r = _grade(service, "check_windows_off", HONEST)
-    finally:
-        service.effort = kept
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, check_windows=False))
+    r = _grade(service, "check_windows_off", HONEST)
     assert r.status is Status.CORRECT, r.reason
     after = service.gpu_lock.stats()
     assert after["check_windows"] == before["check_windows"]
@@ -627,12 +623,8 @@ def test_a_grade_started_ahead_starts_its_reference_and_expert_once_each_on_thre
         return spawn(*args, **kwargs)
 
     monkeypatch.setattr(slot, "_spawn", recorded)
-    kept = service.effort
-    try:
-        service.effort = dataclasses.replace(kept, start_ahead=True)
-        r = _grade(service, "started_ahead", HONEST)
-    finally:
-        service.effort = kept
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, start_ahead=True))
+    r = _grade(service, "started_ahead", HONEST)
     assert r.status is Status.CORRECT, r.reason
     assert sorted(started) == [("expert", True, "slot0-ahead1"), ("reference", True, "slot0-ahead0")], started
     roles = list(slot.live.values())  # this module grades one task: its two kept workers, and no second of either
