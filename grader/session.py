@@ -597,8 +597,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
     # and a task's own inputs are made on the device by its reference worker between the calls.
     kind = "loop" if g.cuda and not sz.given and g.conn.gate is not None and expert.gate is not None else "exclusive"
-    with _part(g, "timing loop"), _loop(g, kind) as whole:  # whole(): an ungated call of the loop is one draw
-        # window, message to reply
+    # whole(): what an ungated call of the loop takes, one draw window from its message to its reply
+    with _part(g, "timing loop"), _loop(g, kind) as whole:
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
         for w in range(eff.warmup_pairs):
