@@ -273,12 +273,13 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
-            with _part(g, "a size's other work"):  # what no part inside names: trims, the floor check, the release
+            with _part(g, "a size's other work"):  # what no part inside names: trims, the floor check, the record
                 sr, m = _grade_size(g, size, hidden, first=not sizes_out and effort.judge_first)
                 sizes_out.append(sr)
                 if m is not None:
                     measured.append(m)
-                _request(conn, {"op": "release"}, remaining)
+                with _part(g, "the size's outputs released"):  # and the candidate's garbage collected
+                    _request(conn, {"op": "release"}, remaining)
     except Floor as f:
         status, code, reason = f.status, f.code, f.reason
     except (socket.timeout, TimeoutError):
@@ -447,7 +448,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False) -> tup
     # every size), and at later sizes the judgement after the loop, as before, sees the check calls too.
     observed: list[dict] = []
     if first:
-        with _part(g, "observation, closed and judged early"):
+        with _part(g, "observation, judged early"):
             _judge_observed(g, sz, _watch(g, g.conn, False))
     t, verifying = time.perf_counter(), g.phases["correctness"]
     cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed, check_ms, check_min_ms,
@@ -613,9 +614,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             slow = eff.slow_loops and min(check_ms, float(reply.get("ms") or 0.0)) >= SLOW_CALL_MS
             if slow:
                 break  # a call this long warms the device itself
-        with _part(g, "observation, closed"):
-            observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
-            _watch(g, expert, False)
+        observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
+        _watch(g, expert, False)
         t_size = time.monotonic()
         for r in range(max_reps):
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "time", r))
@@ -1092,6 +1092,11 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, tra
 def _watch(g: _Grade, conn: WorkerConn, on: bool) -> list[dict]:
     """Open (on) or close the observation of a worker's calls (grader/observe.py); closing returns its
     record per call. The twin's is opened and closed at the same points as the candidate's and not judged."""
+    with _part(g, "observation, opened" if on else "observation, closed"):
+        return _watched(g, conn, on)
+
+
+def _watched(g: _Grade, conn: WorkerConn, on: bool) -> list[dict]:
     if conn is not g.conn:
         t = time.monotonic()
         try:

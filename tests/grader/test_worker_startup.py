@@ -391,7 +391,8 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     parts = {k: (after[k][0] - before.get(k, (0, 0.0))[0], after[k][1] - before.get(k, (0, 0.0))[1])
              for k in after if k.startswith("grade: ")}
     for part in ("timing loop", "check call", "verification, of a check call", "verification, of a timed call",
-                 "a size's other work", "observation, closed", "observation, judged", "expert's warm-up"):
+                 "a size's other work", "observation, opened", "observation, closed", "observation, judged",
+                 "expert's warm-up"):
         assert parts[f"grade: {part}"][0] > 0, (part, parts)  # a judgement is host work of microseconds: 0.0 s
     assert parts["grade: a size's other work"][0] == len(r.sizes)
     named = (sum(s for _, s in parts.values()) + sum(r.phase_seconds[p] for p in OUTSIDE_PARTS)
