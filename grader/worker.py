@@ -360,6 +360,10 @@ class Worker:
         # The call boundary (grader/boundary.py): candidate code on threads of its own, the collector off
         # (a finaliser would otherwise run wherever a collection starts), signals held on this thread.
         gc.disable()
+        # What exists now is the worker's own and lives as long as it does: frozen, so each release's collection
+        # (`_release`, at every size) walks only what was made since, the candidate's objects among them (CPU: 132 ms
+        # a size before, walking torch's).
+        gc.freeze()
         self._collect = gc.collect
         signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
         self.runner = boundary.CandidateRunner(_FMT, boundary.torch_stacks(),
