@@ -257,6 +257,14 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     return "\n".join(lines)
 
 
+def purpose_lines(title: str, purposes: dict) -> list[str]:
+    """A table of the device lock's named purposes (`DeviceLock.note`): count, seconds and milliseconds each."""
+    if not purposes:
+        return []
+    return [f"== {title}", "  purpose\tcount\tseconds\tms each"] + [
+        f"  {k}\t{n}\t{s:.1f}\t{1e3 * s / max(n, 1):.2f}" for k, (n, s) in purposes.items()]
+
+
 OUTSIDE_PARTS = ("startup", "compile", "teardown")
 """The phases of a grade before its first size and after its last, where no part (`session._part`) is counted (but
 the attempt's first call, `session.COMPILING_CALL_PART`, which the compile phase holds too)."""
@@ -460,12 +468,17 @@ def main(argv: list[str] | None = None) -> int:
                     + f"; {lock['windows']} device windows, {lock.get('draw_windows', 0)} draw windows, "
                       f"{lock.get('check_windows', 0)} check windows; "
                       f"loops gave way {lock.get('gave_way', 0)} times")
-        holds = {k: v for k, v in lock.get("purposes", {}).items() if not k.startswith("grade: ")}
-        if holds:  # holder-seconds: check work's holds overlap, so they add up past the wall clock
-            summary += ("\n== check work's holds by use, and their parts (`purpose: part`, timed on the parent's or "
-                        "the worker's clock inside the hold)\n  purpose\tcount\tseconds\tms each"
-                        + "".join(f"\n  {k}\t{n}\t{s:.1f}\t{1e3 * s / max(n, 1):.2f}" for k, (n, s) in holds.items()))
-        summary += "\n" + "\n".join(part_lines(results, lock.get("purposes", {})))
+        purposes = lock.get("purposes", {})
+        apart = ("grade: ", "worker start, ", "worker end, ")  # each a table of its own
+        # holder-seconds: check work's holds overlap, so they add up past the wall clock
+        summary += "\n" + "\n".join(purpose_lines(
+            "check work's holds by use, and their parts (`purpose: part`, timed on the parent's or the worker's clock "
+            "inside the hold)", {k: v for k, v in purposes.items() if not k.startswith(apart)}))
+        summary += "\n" + "\n".join(purpose_lines(
+            "worker starts and ends by kind and part (`launcher.Slot`: the worker's boot, its sandbox's share, on its "
+            "clock; the spawn to its hello and gate on this side's; a kept worker's arena and loads; an end's kill "
+            "and reap)", {k: v for k, v in sorted(purposes.items()) if k.startswith(apart[1:])}))
+        summary += "\n" + "\n".join(part_lines(results, purposes))
         summary += "\n" + "\n".join(memory_lines(svc))
         summary += "\n" + "\n".join(host_lines(host, clock))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "

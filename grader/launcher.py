@@ -313,6 +313,8 @@ class Slot:
         self._keeping: dict[str, threading.Lock] = {}  # per kept worker's name: one start of it at a time
         self._kept_lock = threading.Lock()  # `_kept` as one: a start ahead (`start_ahead`) keeps on a thread of its own
         self._ahead: list[threading.Thread] = []
+        self.note: Callable[[str, float], None] = lambda purpose, seconds: None
+        """Where a worker's start went, by part (`DeviceLock.note`, which the service sets): the acceptance's table."""
         self.live: dict[int, str] = {}
         """pid -> role ("candidate", "expert", "reference", "spare") of every worker of this slot now alive."""
         self.config = {
@@ -432,6 +434,7 @@ class Slot:
             config = dict(config, cpus=spare_cpus(self.slots) if config["cpus"] else None)
         if spare:
             config = dict(config, fallback_scratch=f"{config['fallback_scratch']}-u{uid}")
+        t_start = time.perf_counter()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a_ours, a_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         popen = None
@@ -477,6 +480,11 @@ class Slot:
             except (OSError, wire.WireError):
                 self._kill(conn, None)
                 raise
+        started = f"worker start, {'spare' if spare else role}"
+        for part, ms in (("sandbox", hello.get("sandbox_ms")), ("boot", hello.get("boot_ms"))):
+            if isinstance(ms, (int, float)):  # the worker's clock: entering its sandbox, then its whole boot
+                self.note(f"{started}: {part}", ms / 1e3)
+        self.note(f"{started}: to its hello and gate", time.perf_counter() - t_start)  # this side's clock
         return conn
 
     @staticmethod
@@ -583,6 +591,7 @@ class Slot:
             except OSError:
                 self._kill(conn, None)
                 raise
+        t_loads = time.perf_counter()
         if arena_bytes > 0:
             try:
                 conn.arena = wire.Arena(arena_bytes, pin=self.device.startswith("cuda"))
@@ -596,6 +605,7 @@ class Slot:
                 self._kill(conn, None)
                 why = reply.get("error", "") or "; ".join(conn.audit_lines[:3]) or "it reached outside its sandbox"
                 raise RuntimeError(f"the {role} of {key} failed to load: {why[-400:]}")
+        self.note(f"worker start, {role}: its arena and the task's code loaded", time.perf_counter() - t_loads)
         with self._kept_lock:
             self._kept[name] = conn
             evicted = [self._kept.pop(next(iter(self._kept))) for _ in range(len(self._kept) - self.MAX_KEPT)]
@@ -629,7 +639,12 @@ class Slot:
         return how
 
     def _kill(self, conn: WorkerConn, uid: int | None) -> str:
-        self.live.pop(conn.pid, None)
+        t, role = time.perf_counter(), self.live.pop(conn.pid, None) or "worker"
+        how = self._ended(conn, uid)
+        self.note(f"worker end, {role}: killed and reaped", time.perf_counter() - t)
+        return how
+
+    def _ended(self, conn: WorkerConn, uid: int | None) -> str:
         for fn in (lambda: os.killpg(conn.pid, 9), lambda: os.kill(conn.pid, 9)):
             try:
                 fn()

@@ -131,6 +131,8 @@ class GraderService:
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
         self.gpu_lock = DeviceLock(interleave=interleave, device_first=device_first)
+        for slot in self.slots:
+            slot.note = self.gpu_lock.note
         from grader.devicewatch import DeviceWatch
 
         self.watch = DeviceWatch.local(cuda)

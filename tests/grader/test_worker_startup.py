@@ -383,6 +383,11 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     # outputs are verified in the timing loop's hold
     for one_each in ("check call", "verify a check call", "verify a timed call", "expert warm-up", "check calls"):
         assert after.get(one_each, (0, 0.0))[0] == before.get(one_each, (0, 0.0))[0], (one_each, after.get(one_each))
+    # a worker's start and end by part (`Slot.note`): this grade's candidate started (the slot keeps no spare on the
+    # CPU) and was killed and reaped at its end
+    for part in ("worker start, candidate: boot", "worker start, candidate: to its hello and gate",
+                 "worker end, candidate: killed and reaped"):
+        assert after[part][0] > before.get(part, (0, 0.0))[0], (part, after.get(part))
     # and the slot's time by part of the grade (`session._part`): each its own time, so with the phases before the
     # first size and after the last they add up to the grade's wall time, and the table says what is left
     from bench.gpu_acceptance import OUTSIDE_PARTS, part_lines
