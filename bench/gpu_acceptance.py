@@ -392,6 +392,31 @@ def watch_lines(watched: list) -> list[str]:
     return out
 
 
+SLOT_GIB = 11.6
+"""Device memory one slot of the acceptance's mix takes at most: H200 run 66 reached 139.6 GiB with 12 slots, and
+H100 runs 67 and 68 (79.6 GiB, 12 slots) ran out of it, 107 and 104 of their 194 and 186 grades ending infra_error
+(the kept reference and expert workers alone held 30.7 and 19.7 GiB at the fullest)."""
+AUTO_MOST = 12
+
+
+def auto_workers(device_gib: float | None) -> int:
+    """`--workers auto`: as many slots as the device's memory holds at `SLOT_GIB` each, at most `AUTO_MOST` (12 on an
+    H200's 140 GiB, 6 on an H100's 80); the production setting, 6, without a GPU."""
+    if not device_gib:
+        return 6
+    return max(1, min(AUTO_MOST, int(device_gib // SLOT_GIB)))
+
+
+def device_gib(device: str) -> float | None:
+    """The GPU's memory in GiB through NVML (no CUDA context in this process), None without one."""
+    if device == "cpu":
+        return None
+    from grader.fingerprint import read_local
+
+    mib = read_local(True).get("memory_total_mib")
+    return mib / 1024 if mib else None
+
+
 def environment(svc) -> dict:
     import torch
     import triton
@@ -405,7 +430,8 @@ def environment(svc) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for grades.jsonl, summary.txt, environment.json")
-    ap.add_argument("--workers", type=int, default=6, help="slots grading at once (the production setting is 6)")
+    ap.add_argument("--workers", default="6", help="slots grading at once (the production setting is 6), or `auto`: "
+                    f"one per {SLOT_GIB} GiB of the device's memory, at most {AUTO_MOST} (`auto_workers`)")
     ap.add_argument("--budget-s", type=float, default=300.0, help="no new round starts after this many seconds")
     ap.add_argument("--hard-stop-s", type=float, default=440.0,
                     help="past this, the table is written from the grades so far and the run ends")
@@ -439,6 +465,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--stall-s", type=float, default=0.0, help="when no grade has come for this long, write every "
                     "thread's stack and the device lock's state to DIR/stall.txt, write the table and end (exit 3)")
     args = ap.parse_args(argv)
+    if args.workers == "auto":
+        args.workers = auto_workers(device_gib(args.device))
+    elif args.workers.isdigit() and int(args.workers) > 0:
+        args.workers = int(args.workers)
+    else:
+        ap.error(f"--workers: a number of slots or `auto`, not {args.workers!r}")
     from grader.service import GraderService
 
     args.out.mkdir(parents=True, exist_ok=True)

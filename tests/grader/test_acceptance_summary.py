@@ -149,3 +149,12 @@ def test_the_answer_replay_counts_every_verification_of_a_recorded_run_once():
     assert got[1]["kept"] > 0, got
     seen = collections.Counter(r["attempt_id"] for r in by_round[1] if r["attempt_id"].startswith("expert:"))
     assert sum(v == 2 for v in seen.values()) >= 12  # graded twice, 16 grades apart
+
+
+def test_auto_workers_fit_the_devices_memory():
+    """`--workers auto`: 12 slots on an H200's 140 GiB (run 66 reached 139.6 with 12), 6 on an H100's 80 (runs 67 and
+    68 ran out of it with 12), the production 6 without a GPU; never none."""
+    from bench.gpu_acceptance import auto_workers
+
+    assert auto_workers(140.4) == 12 and auto_workers(79.6) == 6 and auto_workers(None) == 6
+    assert auto_workers(8.0) == 1 and auto_workers(1000.0) == 12
