@@ -639,7 +639,7 @@ class Slot:
         return how
 
     def _kill(self, conn: WorkerConn, uid: int | None) -> str:
-        t, role = time.perf_counter(), self.live.pop(conn.pid, None) or "worker"
+        t, role = time.perf_counter(), self.live.pop(conn.pid, None) or "failed to start"  # never said hello
         how = self._ended(conn, uid)
         self.note(f"worker end, {role}: killed and reaped", time.perf_counter() - t)
         return how
