@@ -336,12 +336,24 @@ def zygote_main(ctl_fd: int) -> None:
                 os._exit(code)
             os.close(fd)
             os.close(audit_fd)
-            ctl_send(ctl, {"ok": True, "pid": pid})
+            if not _answered(ctl, {"ok": True, "pid": pid}):
+                return
         elif msg["op"] == "reap":
             _, status = os.waitpid(int(msg["pid"]), 0)
-            ctl_send(ctl, {"ok": True, "status": status})
+            if not _answered(ctl, {"ok": True, "status": status}):
+                return
         elif msg["op"] == "bye":
             return
+
+
+def _answered(ctl: socket.socket, msg: dict) -> bool:
+    """Send the parent an answer; False when it has gone (its end closed as the service shut down, H100 run 67 printed
+    the zygote's BrokenPipeError then): the zygote ends quietly, as when its channel closes."""
+    try:
+        ctl_send(ctl, msg)
+    except OSError:
+        return False
+    return True
 
 
 def _own_root_off(cfg: dict, seen: dict[tuple, str]) -> str:
