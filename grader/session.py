@@ -538,13 +538,15 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             # A size's first call apart in the lock's stats: a kernel specialised on the size compiles there, inside
             # its check window (the expert's first call at a size, which holds nothing, took 486 ms on H200 run 66)
             first = ", a size's first" if i == 0 else ""
-            with _part(g, COMPILING_CALL_PART if compiling else "check call"), \
-                    contextlib.nullcontext() if compiling else hold("check window" + first):
-                reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
-            if compiling:  # charged to compilation
-                g.phases["compile"] += time.perf_counter() - t_call
-                t += time.perf_counter() - t_call
-            else:
+            try:
+                with _part(g, COMPILING_CALL_PART if compiling else "check call"), \
+                        contextlib.nullcontext() if compiling else hold("check window" + first):
+                    reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
+            finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
+                if compiling:
+                    g.phases["compile"] += time.perf_counter() - t_call
+                    t += time.perf_counter() - t_call
+            if not compiling:
                 _note_parts(g, "check call" + first, reply)
             check_ms = float(reply.get("ms") or 0.0)
             check_min_ms = min(check_min_ms, check_ms)

@@ -635,3 +635,18 @@ def test_a_grade_started_ahead_starts_its_reference_and_expert_once_each_on_thre
     assert sorted(started) == [("expert", True, "slot0-ahead1"), ("reference", True, "slot0-ahead0")], started
     roles = list(slot.live.values())  # this module grades one task: its two kept workers, and no second of either
     assert roles.count("expert") == 1 and roles.count("reference") == 1, slot.live
+
+
+def test_an_attempts_first_call_that_raises_is_charged_to_its_compile_phase_as_its_part_is(service):
+    """The attempt's first call is its own part (`session.COMPILING_CALL_PART`) and is charged to the compile phase,
+    which the acceptance's table takes it out of once: so a first call that raises is in both too."""
+    from grader.session import COMPILING_CALL_PART
+
+    name = f"grade: {COMPILING_CALL_PART}"
+    before = service.gpu_lock.stats()["purposes"].get(name, (0, 0.0))
+    r = _grade(service, "raises_late", "import time\ndef run(x):\n    time.sleep(0.3)\n    raise ValueError('late')\n")
+    assert r.status is Status.RUNTIME_ERROR, r.reason
+    after = service.gpu_lock.stats()["purposes"][name]
+    took = after[1] - before[1]
+    assert after[0] == before[0] + 1 and took >= 0.3, (before, after)
+    assert r.phase_seconds["compile"] >= took - 2e-3, (r.phase_seconds, took)
