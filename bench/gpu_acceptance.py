@@ -502,15 +502,16 @@ def main(argv: list[str] | None = None) -> int:
                       f"loops gave way {lock.get('gave_way', 0)} times")
         purposes = lock.get("purposes", {})
         apart = ("grade: ", "worker start, ", "worker end, ")  # each a table of its own
-        # holder-seconds: check work's holds overlap, so they add up past the wall clock
-        summary += "\n" + "\n".join(purpose_lines(
-            "check work's holds by use, and their parts (`purpose: part`, timed on the parent's or the worker's clock "
-            "inside the hold)", {k: v for k, v in purposes.items() if not k.startswith(apart)}))
-        summary += "\n" + "\n".join(purpose_lines(
-            "worker starts and ends by kind and part (`launcher.Slot`: the worker's boot, its sandbox's share, on its "
-            "clock; the spawn to its hello and gate on this side's; a kept worker's arena and loads; an end's kill "
-            "and reap)", {k: v for k, v in sorted(purposes.items()) if k.startswith(apart[1:])}))
-        summary += "\n" + "\n".join(part_lines(results, purposes))
+        tables = (  # holder-seconds: check work's holds overlap, so they add up past the wall clock
+            purpose_lines("check work's holds by use, and their parts (`purpose: part`, timed on the parent's or the "
+                          "worker's clock inside the hold)",
+                          {k: v for k, v in purposes.items() if not k.startswith(apart)}),
+            purpose_lines("worker starts and ends by kind and part (`launcher.Slot`: the worker's boot, its sandbox's "
+                          "share, on its clock; the spawn to its hello and gate on this side's; a kept worker's arena "
+                          "and loads; an end's kill and reap)",
+                          {k: v for k, v in sorted(purposes.items()) if k.startswith(apart[1:])}),
+            part_lines(results, purposes))
+        summary += "".join(f"\n{line}" for table in tables for line in table)
         summary += "\n" + "\n".join(memory_lines(svc))
         summary += "\n" + "\n".join(host_lines(host, clock))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
