@@ -650,3 +650,31 @@ def test_an_attempts_first_call_that_raises_is_charged_to_its_compile_phase_as_i
     took = after[1] - before[1]
     assert after[0] == before[0] + 1 and took >= 0.3, (before, after)
     assert r.phase_seconds["compile"] >= took - 2e-3, (r.phase_seconds, took)
+
+
+CYCLE = HONEST.replace("def run(x):\n", '''_SEEN = {"first": None, "finalised": False}
+
+
+class _Cycle:
+    def __init__(self):
+        self.me = self
+
+    def __del__(self):
+        _SEEN["finalised"] = True
+
+
+def run(x):
+    if _SEEN["first"] is None:
+        _SEEN["first"] = tuple(x.shape)
+        _Cycle()  # garbage at once, but only a collection frees a cycle
+    elif tuple(x.shape) != _SEEN["first"] and not _SEEN["finalised"]:
+        return torch.zeros_like(x)  # wrong from the next size on, unless the release collected it
+''')
+
+
+def test_a_sizes_release_still_collects_the_candidates_cyclic_garbage_though_the_worker_froze_its_own(service):
+    """The worker freezes what it holds before any candidate code runs (`gc.freeze`, so a release walks only what was
+    made since), and a release still collects what the candidate made: its cycle is finalised before the next size,
+    or the candidate answers wrong there."""
+    r = _grade(service, "cycle_collected", CYCLE)
+    assert len(r.sizes) >= 2 and r.status is Status.CORRECT, (r.status, r.reason)
