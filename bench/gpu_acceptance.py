@@ -75,7 +75,7 @@ def pct(xs: list[float], q: float) -> float:
 
 SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
             "reference_first", "output_arena", "split_window", "slow_loops", "check_windows", "device_first",
-            "build_ahead", "fill_behind", "answer_pool", "spare_workers")
+            "build_ahead", "fill_behind", "answer_pool", "spare_workers", "paired_windows")
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 

@@ -110,14 +110,12 @@ class WorkerConn:
                 ended = wire.recv(self.sock, cap)
         else:
             self._send(msg, payload, fd)
-        if ended is not None:
+        if gated:
+            reply, payload = self._reply_after(cap, ended, gate_record)
+        elif ended is not None:
             reply, payload = ended
         else:
             reply, payload = wire.recv(self.sock, cap)
-            if gated:
-                if reply.get("gate") is not None:
-                    raise wire.FrameError(f"a second {reply['gate']!r} frame in one gated call")
-                reply.update(gate_record)
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 
     def _send(self, msg: dict, payload: bytes, fd: int | None) -> None:
@@ -132,56 +130,89 @@ class WorkerConn:
         through its gate (`_let_through`) inside its device window. A call that draws its inputs behind its gate
         (`fill_behind` in its message: it does no device work before "drawn") takes no draw window. Returns (the
         reply, when the call ended without reaching "done": an error; else None) and what the reply gains
-        (`_let_through`)."""
-        frames = wire.GATE_FRAMES
+        (`_through`)."""
         no_window = contextlib.nullcontext
         device_window = (lambda: window("device")) if window is not None else no_window
         draws = window is not None and not msg.get("fill_behind")
         with window("draw") if draws else no_window():
-            t_sent = time.perf_counter_ns()
-            self._send(msg, payload, fd)
-            first, blob = wire.recv(self.sock, cap)
-            if first == frames["queued"]:  # its gate would not close: the call runs whole in this draw window, or
+            held = self._hold_at_gate(msg, payload, fd, cap)
+            if held.first is not None:  # its gate would not close: the call runs whole in this draw window, or
                 # (drawing behind its gate) in a device window from here
-                return self._let_through(cap, first, no_window if draws else device_window, patience_s, t_sent)
-            if first.get("gate") is not None and first != frames["drawn"]:
-                raise wire.FrameError(f"a {first['gate']!r} frame before the call's gate was closed")
-            if first != frames["drawn"]:  # answered without closing its gate (it failed first): nothing to time
-                self.gate.open()
-                return (first, blob), {}
-        return self._let_through(cap, None, device_window, patience_s)
+                return self._let_through(cap, held, no_window if draws else device_window, patience_s)
+        if held.ended is not None:
+            return held.ended, {}
+        return self._let_through(cap, held, device_window, patience_s)
 
-    def _let_through(self, cap: int, first: dict | None, device_window, patience_s: float, t_open: int | None = None
-                     ) -> tuple[tuple[dict, bytes] | None, dict]:
-        """Once the call's gate is closed: wait for the worker's "queued" (at most `patience_s`: a call that waits
-        for the device says nothing until the gate opens), take the device window, open the gate, wait for
-        "done". `first`: the "queued" already read (`t_open`: since when the call may have run). Returns as
-        `_gated`, and what the reply gains: `stalled` (the gate was opened before the call said it was queued,
-        or it never closed), `window_ms` (the parent's clock from the opening to "done": the call's device
-        interval and its gap lie inside it) and `window_ns` (the opening and "done" on that clock)."""
+    def _hold_at_gate(self, msg: dict, payload: bytes, fd: int | None, cap: int) -> "_AtGate":
+        """Send a gated call and read its first frame: "drawn" (its gate is closed), "queued" (its gate would not
+        close: it may run from now on), or its reply (it failed first: its gate is opened, nothing is held)."""
         frames = wire.GATE_FRAMES
-        if first is None and select.select([self.sock], [], [], patience_s)[0]:
+        t_sent = time.perf_counter_ns()
+        self._send(msg, payload, fd)
+        first, blob = wire.recv(self.sock, cap)
+        if first == frames["queued"]:
+            return _AtGate(first=first, t_open=t_sent)
+        if first.get("gate") is not None and first != frames["drawn"]:
+            raise wire.FrameError(f"a {first['gate']!r} frame before the call's gate was closed")
+        if first != frames["drawn"]:  # answered without closing its gate (it failed first): nothing to time
+            self.gate.open()
+            return _AtGate(ended=(first, blob))
+        return _AtGate()
+
+    def _await_queued(self, cap: int, held: "_AtGate", patience_s: float) -> None:
+        """Once the call's gate is closed, wait for its "queued", at most `patience_s` (a call that waits for the
+        device says nothing until the gate opens); a reply instead (it failed first) ends it, its gate opened."""
+        frames = wire.GATE_FRAMES
+        if held.first is None and select.select([self.sock], [], [], patience_s)[0]:
             first, blob = wire.recv(self.sock, cap)
             if first.get("gate") is not None and first != frames["queued"]:
                 raise wire.FrameError(f"a {first['gate']!r} frame before the call was queued")
             if first != frames["queued"]:  # answered without queuing a call (it failed first): nothing to time
                 self.gate.open()
-                return (first, blob), {}
-        stalled = first is None or t_open is not None
+                held.ended = (first, blob)
+                return
+            held.first = first
+
+    def _let_through(self, cap: int, held: "_AtGate", device_window, patience_s: float
+                     ) -> tuple[tuple[dict, bytes] | None, dict]:
+        """Wait for the call's "queued" (`_await_queued`), then take the device window and let it through
+        (`_through`). Returns as `_gated`."""
+        self._await_queued(cap, held, patience_s)
+        if held.ended is not None:
+            return held.ended, {}
         with device_window():
-            t_open = time.perf_counter_ns() if t_open is None else t_open
-            self.gate.open()
+            return self._through(cap, held)
+
+    def _through(self, cap: int, held: "_AtGate") -> tuple[tuple[dict, bytes] | None, dict]:
+        """Inside the call's device window: open its gate and wait for "done". Returns as `_gated`, and what the
+        reply gains: `stalled` (the gate was opened before the call said it was queued, or it never closed),
+        `window_ms` (the parent's clock from the opening to "done": the call's device interval and its gap lie
+        inside it) and `window_ns` (the opening and "done" on that clock)."""
+        frames = wire.GATE_FRAMES
+        stalled = held.first is None or held.t_open is not None
+        t_open = time.perf_counter_ns() if held.t_open is None else held.t_open
+        self.gate.open()
+        frame, blob = wire.recv(self.sock, cap)
+        # Silent past the patience: queued now the device let it finish launching. Its gate closed before
+        # "drawn", so this opening cannot be lost to a later close (as H200 run 42's was).
+        if held.first is None and frame == frames["queued"]:
             frame, blob = wire.recv(self.sock, cap)
-            # Silent past the patience: queued now the device let it finish launching. Its gate closed before
-            # "drawn", so this opening cannot be lost to a later close (as H200 run 42's was).
-            if first is None and frame == frames["queued"]:
-                frame, blob = wire.recv(self.sock, cap)
-            t_done = time.perf_counter_ns()
+        t_done = time.perf_counter_ns()
         if frame.get("gate") is not None and frame != frames["done"]:
             raise wire.FrameError(f"a {frame['gate']!r} frame out of turn in a gated call")
         if frame != frames["done"]:  # the call ended without reaching the device's end (an error): its reply
             return ({**frame, "stalled": stalled}, blob), {}
         return None, {"stalled": stalled, "window_ms": (t_done - t_open) / 1e6, "window_ns": [t_open, t_done]}
+
+    def _reply_after(self, cap: int, ended: tuple[dict, bytes] | None, record: dict) -> tuple[dict, bytes]:
+        """A gated call's reply, once "done" (or its error reply, `ended`), with what its gate's record adds."""
+        if ended is not None:
+            return ended
+        reply, payload = wire.recv(self.sock, cap)
+        if reply.get("gate") is not None:
+            raise wire.FrameError(f"a second {reply['gate']!r} frame in one gated call")
+        reply.update(record)
+        return reply, payload
 
     def drain_audit(self) -> list[str]:
         while True:
@@ -193,6 +224,83 @@ class WorkerConn:
                 break
             self.audit_lines.extend(line for line in data.decode("utf-8", "replace").splitlines() if line)
         return self.audit_lines
+
+
+@dataclass
+class _AtGate:
+    """Where a gated call stands once sent (`WorkerConn._hold_at_gate`)."""
+
+    first: dict | None = None
+    """Its "queued" frame, once read."""
+    t_open: int | None = None
+    """Since when it may have run (its gate would not close): it is stalled."""
+    ended: tuple[dict, bytes] | None = None
+    """Its reply, when it ended before reaching the device (it failed first)."""
+
+
+@dataclass
+class GatedCall:
+    """One call of `let_through_together`: a gated message that draws its inputs behind its gate (`fill_behind`)."""
+
+    conn: WorkerConn
+    msg: dict
+    fd: int | None = None
+    settle: bool = False
+    """Read its whole reply inside the window, before the next call's gate opens: whatever its worker does
+    after "done" (its code's teardown, the interpreter's check) is over before another call is timed beside it."""
+
+
+def let_through_together(calls: list[GatedCall], timeout_s: float, window,
+                         patience_s: float = timing.GATE_PATIENCE_S) -> list[tuple[dict, bytes, float] | Exception]:
+    """Gated calls of several workers let through one after another in one device window (`window("device")`),
+    in the order given: a timing loop's pair (`Effort.paired_windows`), whose two calls otherwise waited for a
+    window each. Every call is sent first and each worker queues its own behind its closed gate, the two at once;
+    then, inside the window, each gate is opened only once the call before it is "done" (with `settle`, once its
+    whole reply is read), so the device is each call's alone in turn, as in a window of its own. Returns, per call,
+    (reply, payload, parent ms) as `WorkerConn.request`, or the exception its worker's channel raised: the other
+    calls are let through and answered all the same, so no worker is left with a call in flight."""
+    out: list = [None] * len(calls)
+    held: list[_AtGate | None] = [None] * len(calls)
+    records: list[dict] = [{} for _ in calls]
+    caps = [wire.REPLY_PAYLOAD_CAP.get(c.msg.get("op"), 0) for c in calls]
+    t0, t_end = [0] * len(calls), [0] * len(calls)
+    for i, c in enumerate(calls):
+        if not (c.msg.get("gated") and c.msg.get("fill_behind") and c.conn.gate is not None):
+            raise ValueError("let_through_together takes gated calls that draw behind their gates")
+        c.conn.sock.settimeout(max(timeout_s, 0.001))
+        t0[i] = time.perf_counter_ns()
+        try:
+            held[i] = c.conn._hold_at_gate(c.msg, b"", c.fd, caps[i])
+        except (OSError, wire.WireError) as e:
+            out[i] = e
+    for i, c in enumerate(calls):
+        if out[i] is None:
+            try:
+                c.conn._await_queued(caps[i], held[i], patience_s)
+            except (OSError, wire.WireError) as e:
+                out[i] = e
+    live = [i for i in range(len(calls)) if out[i] is None and held[i].ended is None]
+    if live:
+        with window("device"):
+            for i in live:
+                c = calls[i]
+                try:
+                    ended, records[i] = c.conn._through(caps[i], held[i])
+                    if ended is not None:
+                        held[i].ended = ended
+                    elif c.settle:
+                        held[i].ended = c.conn._reply_after(caps[i], None, records[i])
+                        t_end[i] = time.perf_counter_ns()
+                except (OSError, wire.WireError) as e:
+                    out[i] = e
+    for i, c in enumerate(calls):
+        if out[i] is None:
+            try:
+                reply, payload = c.conn._reply_after(caps[i], held[i].ended, records[i])
+                out[i] = (reply, payload, ((t_end[i] or time.perf_counter_ns()) - t0[i]) / 1e6)
+            except (OSError, wire.WireError) as e:
+                out[i] = e
+    return out
 
 
 # Top-level directories a worker keeps: the system it runs on. Every other one (a data disk, another

@@ -24,7 +24,7 @@ from grader.contract import (GRADER_VERSION, SPEEDUP_CLIP, GradeRequest, GradeRe
                              clip_speedup, geomean, reward)
 from grader.answers import Answer, AnswerPool, SeedPlan, kept_copy
 from grader.inputs import derive_seed, make_inputs, resolve_specs
-from grader.launcher import Slot, WorkerConn
+from grader.launcher import GatedCall, Slot, WorkerConn, let_through_together
 from grader.statics import (declared_kernels, literal, declared_triton_kernels, host_compute, library_kernels,
                             ran_own_kernel, static_findings)
 from grader.taskcard import (DTYPE_BYTES, STRUCTURAL_OPS, TaskCard, bytes_floor, pytorch_allowed, resolve_shape,
@@ -109,6 +109,12 @@ class Effort:
     "done", so no other worker's gate is ever closed during it (0.11.0 and 0.12.0; bench/gpu_acceptance.py
     --without split_window)."""
 
+    paired_windows: bool = True
+    """A timed pair's two calls, each queued behind its closed gate at once, are let through one after the other in
+    one device window (`launcher.let_through_together`), not in a window each: a loop waits for one window a pair,
+    and its twin's launch overlaps its candidate's. The candidate's reply, when it goes first, is read whole inside
+    the window, so nothing its worker does after "done" runs beside its twin's timed call. Needs `split_window` and
+    `fill_behind` (bench/gpu_acceptance.py --without paired_windows)."""
     gated_reference: bool = False
     """The reference's answers at a size after its first go through its worker's launch gate, so their check window
     holds the answer's device work alone, not the worker's host work (`session._gates_answer`; H200 run 66: 95 ms a
@@ -619,6 +625,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
         observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
         _watch(g, expert, False)
         t_size = time.monotonic()
+        paired = (eff.paired_windows and g.window is not None and eff.split_window and eff.fill_behind
+                  and not sz.given)
         for r in range(max_reps):
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "time", r))
             if trace_at == eff.warmup_pairs + r:  # the drawn call: observed and traced, never timed
@@ -626,7 +634,9 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
                     observed.extend(_traced_call(g, sz, seed, timed))
                 traced = True
                 continue
-            if r % 2:
+            if paired:
+                c, e = _timed_pair(g, expert, sz, seed, cand_first=bool(r % 2))
+            elif r % 2:
                 c = _cand_call(g, sz, seed, keep_inputs=False, tag="timed")
                 e = _expert_call(g, expert, sz, seed, gated=True)
             else:
@@ -969,17 +979,32 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool
     """One call of the expert, exactly as a candidate's timed call is made (`gated` in the timing loop's
     pairs, through the loop's windows); the worker's reply. Its output is kept only when asked (`_expert_output`):
     the expert is trusted, and the candidate's kept outputs already fill the budget."""
-    msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert", gated=gated)
-    msg["keep"] = keep
+    msg, fd = _expert_msg(g, sz, seed, keep, gated)
     t = time.monotonic()
     try:
-        reply, _, parent_ms = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=g.window if gated else None,
-                                             whole=not g.effort.split_window)
-        reply["parent_ms"] = parent_ms
-        g.waited_s += time.monotonic() - t  # the twin's time is the grader's, not the attempt's
+        got = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=g.window if gated else None,
+                             whole=not g.effort.split_window)
     except (OSError, wire.WireError) as e:
+        got = e
+    reply = _expert_reply(g, expert, sz, got)
+    g.waited_s += time.monotonic() - t  # the twin's time is the grader's, not the attempt's
+    return reply
+
+
+def _expert_msg(g: _Grade, sz: _Size, seed: int, keep: bool = False, gated: bool = False) -> tuple[dict, int | None]:
+    msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert", gated=gated)
+    msg["keep"] = keep
+    return msg, fd
+
+
+def _expert_reply(g: _Grade, expert: WorkerConn, sz: _Size, got: tuple | Exception) -> dict:
+    """The expert's reply to a call (what `WorkerConn.request` returned, or what its channel raised), checked: a
+    worker that died or failed is dropped, and the grade ends `infra_error`."""
+    if isinstance(got, Exception):
         g.slot.drop_expert(g.task.expert_key)
-        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker died: {e}") from None
+        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker died: {got}") from None
+    reply, _, parent_ms = got
+    reply["parent_ms"] = parent_ms
     expert.drain_audit()
     if not reply.get("ok") or not window_holds(reply):
         g.slot.drop_expert(g.task.expert_key)
@@ -1044,12 +1069,42 @@ def _given_tensors(g: _Grade, sz: _Size, seed: int) -> list:
 
 
 def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False) -> dict:
-    card, slot = g.task.card, g.slot
     msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, tag=tag, trace=trace)
     # a traced call is a window whole (its session opens with a marker kernel): its gate opens inside that one
     reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd,
                                    window=g.window if msg["gated"] and not trace else None,
                                    whole=not g.effort.split_window)
+    return _cand_reply(g, sz, reply, parent_ms)
+
+
+def _timed_pair(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, cand_first: bool) -> tuple[dict, dict]:
+    """A timed pair in one device window (`Effort.paired_windows`, `launcher.let_through_together`), in the order
+    the loop asks (ABBA); the candidate's reply and the twin's, each checked as a call of its own is. The candidate
+    going first is read whole before the twin's gate opens. The candidate's verdict comes first; a twin that failed
+    is dropped all the same. The twin's device window is the grader's time, not the attempt's."""
+    cmsg, _ = _call_msg(g, sz, seed, keep_inputs=False, tag="timed")
+    emsg, _ = _expert_msg(g, sz, seed, gated=True)
+    cand, twin = GatedCall(g.conn, cmsg, settle=cand_first), GatedCall(expert, emsg)
+    got = let_through_together([cand, twin] if cand_first else [twin, cand], g.remaining(), g.window)
+    c_got, e_got = got if cand_first else got[::-1]
+    twin_failed = None
+    try:
+        e = _expert_reply(g, expert, sz, e_got)
+        g.waited_s += (e.get("window_ms") or 0.0) / 1e3
+    except Floor as f:
+        twin_failed = f
+    if isinstance(c_got, Exception):
+        raise c_got
+    c = _cand_reply(g, sz, c_got[0], c_got[2])
+    if twin_failed is not None:
+        raise twin_failed
+    return c, e
+
+
+def _cand_reply(g: _Grade, sz: _Size, reply: dict, parent_ms: float) -> dict:
+    """A candidate's reply to a call, checked: its guards, its error, its clock, its output's metadata, its streams,
+    the L2 it reserved, its own kernels."""
+    card, slot = g.task.card, g.slot
     _check_guards(g.conn, reply, slot)
     if not reply.get("ok"):
         if reply.get("error_kind") == "oom":

@@ -432,3 +432,97 @@ def test_structural_ops_hold_no_arithmetic():
     for op in ("aten::exp", "aten::sum", "aten::_softmax", "aten::cumsum", "aten::mm", "aten::add", "aten::mul",
                "aten::where", "aten::group_norm", "aten::amax", "aten::index_select", "aten::cat"):
         assert op not in STRUCTURAL_OPS
+
+
+def test_a_timed_pair_is_let_through_one_call_after_the_other_in_one_device_window():
+    """`launcher.let_through_together` (`Effort.paired_windows`), against two workers speaking the protocol over
+    socket pairs: both calls are sent, and both say "drawn" and "queued", before the one device window is taken;
+    inside it the second gate opens only once the first call is "done", and, with `settle`, only once its whole reply
+    is read (a first call that replies 0.2 s after "done" has replied before the second gate is seen open; without
+    `settle` the second runs meanwhile). A call that fails before closing its gate, or whose worker dies, is answered
+    as it is, and the other call is let through all the same."""
+    import mmap
+    import socket
+    import threading
+    import time as _time
+
+    import pytest
+
+    from grader import wire
+    from grader.launcher import GatedCall, WorkerConn, let_through_together
+
+    drawn, queued, done = (wire.GATE_FRAMES[k] for k in ("drawn", "queued", "done"))
+    ok = {"ok": True, "ms": 0.01}
+    log, windows = [], []
+
+    def window(kind):
+        import contextlib
+
+        @contextlib.contextmanager
+        def held():
+            log.append(("window", kind, "in"))
+            windows.append(kind)
+            yield
+            log.append(("window", kind, "out"))
+        return held()
+
+    def pair_of(name):
+        ours, theirs = socket.socketpair()
+        conn = WorkerConn(sock=ours, audit=ours, pid=0, gate=wire.GateWord())
+        page = mmap.mmap(os.dup(conn.gate.fd), mmap.PAGESIZE)
+        return conn, theirs, page
+
+    def worker(name, theirs, page, script):
+        wire.recv(theirs, 0)
+        log.append((name, "sent"))
+        for step in script:
+            if step == "close":
+                page[:4] = bytes(4)
+            elif step == "open?":  # the device reaches the call once its gate is open
+                while int.from_bytes(page[:4], "little") == 0:
+                    _time.sleep(0.001)
+                log.append((name, "open"))
+            elif step == "slow":
+                _time.sleep(0.2)
+            elif step == "die":
+                theirs.close()
+                return
+            else:
+                if step is ok or step.get("ok") is False:
+                    log.append((name, "replied"))
+                wire.send(theirs, step)
+
+    timed = ["close", drawn, queued, "open?", done, ok]
+
+    def run_pair(script_a: list, script_b: list, settle: bool = True) -> list:
+        log.clear()
+        windows.clear()
+        (a, ta, pa), (b, tb, pb) = pair_of("a"), pair_of("b")
+        threads = [threading.Thread(target=worker, args=("a", ta, pa, script_a)),
+                   threading.Thread(target=worker, args=("b", tb, pb, script_b))]
+        for t in threads:
+            t.start()
+        got = let_through_together([GatedCall(a, {"op": "call", "gated": True, "fill_behind": True}, settle=settle),
+                                    GatedCall(b, {"op": "call", "gated": True, "fill_behind": True})], 5.0, window)
+        for t in threads:
+            t.join()
+        return got
+
+    for settle in (True, False):
+        got = run_pair(["close", drawn, queued, "open?", done, "slow", ok], timed, settle)
+        assert windows == ["device"], windows
+        assert all(r[0]["ok"] and r[0]["stalled"] is False and 0 < r[0]["window_ms"] <= r[2] for r in got), got
+        order = [e for e in log if e[0] != "window" or e[1:] == ("device", "in")]
+        assert order.index(("a", "sent")) < order.index(("window", "device", "in"))
+        assert order.index(("b", "sent")) < order.index(("window", "device", "in"))
+        assert order.index(("a", "open")) < order.index(("b", "open"))
+        assert (order.index(("a", "replied")) < order.index(("b", "open"))) is settle, (settle, log)
+    # the first fails before closing its gate: answered as it is, its gate opened; the second is let through
+    failed = {"ok": False, "error": "out of memory"}
+    got = run_pair([failed], timed)
+    assert got[0][0] == failed and got[1][0]["ok"] and windows == ["device"], (got, windows)
+    # the first's worker dies once its call is queued: its channel's error, and the second is let through
+    got = run_pair(["close", drawn, queued, "die"], timed)
+    assert isinstance(got[0], wire.WireError) and got[1][0]["ok"], got
+    with pytest.raises(ValueError):  # only calls that draw behind their gates: the others need a draw window
+        let_through_together([GatedCall(pair_of("c")[0], {"op": "call", "gated": True})], 5.0, window)

@@ -678,3 +678,20 @@ def test_a_sizes_release_still_collects_the_candidates_cyclic_garbage_though_the
     or the candidate answers wrong there."""
     r = _grade(service, "cycle_collected", CYCLE)
     assert len(r.sizes) >= 2 and r.status is Status.CORRECT, (r.status, r.reason)
+
+
+@pytest.mark.gpu
+def test_a_timed_pair_takes_one_device_window(service):
+    """`Effort.paired_windows` on the device: each timed pair of a loop is let through in one device window
+    (`launcher.let_through_together`), so a grade's loops take one device window per timed pair, not one per call,
+    and an honest attempt still grades correct with both calls of every pair timed."""
+    if not service.device.startswith("cuda"):
+        pytest.skip("needs a CUDA device: a CPU worker has no launch gate, and its loops hold the device whole")
+    assert service.effort.paired_windows and service.gpu_lock.interleave
+    before = service.gpu_lock.stats()["windows"]
+    r = _grade(service, "paired", HONEST)
+    taken = service.gpu_lock.stats()["windows"] - before
+    assert r.status is Status.CORRECT, r.reason
+    pairs = sum(s.reps for s in r.sizes)
+    assert pairs > 0 and taken == pairs, (taken, [(s.size_key, s.reps) for s in r.sizes])
+    assert all(s.cand_ms and s.expert_ms for s in r.sizes)
