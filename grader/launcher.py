@@ -245,20 +245,19 @@ class GatedCall:
     conn: WorkerConn
     msg: dict
     fd: int | None = None
-    settle: bool = False
-    """Read its whole reply inside the window, before the next call's gate opens: whatever its worker does
-    after "done" (its code's teardown, the interpreter's check) is over before another call is timed beside it."""
 
 
 def let_through_together(calls: list[GatedCall], timeout_s: float, window,
                          patience_s: float = timing.GATE_PATIENCE_S) -> list[tuple[dict, bytes, float] | Exception]:
     """Gated calls of several workers let through one after another in one device window (`window("device")`),
     in the order given: a timing loop's pair (`Effort.paired_windows`), whose two calls otherwise waited for a
-    window each. Every call is sent first and each worker queues its own behind its closed gate, the two at once;
-    then, inside the window, each gate is opened only once the call before it is "done" (with `settle`, once its
-    whole reply is read), so the device is each call's alone in turn, as in a window of its own. Returns, per call,
-    (reply, payload, parent ms) as `WorkerConn.request`, or the exception its worker's channel raised: the other
-    calls are let through and answered all the same, so no worker is left with a call in flight."""
+    window each. Every call is sent first and each worker queues its own behind its closed gate, all at once; then,
+    inside the window, each gate but the first is opened only once the call before it has replied whole: whatever
+    that worker does after "done" (its code's thread ending, the interpreter's check, a synchronise of the whole
+    device before it replies) is over before another call is timed beside it, so the device is each call's alone in
+    turn, as in a window of its own. Returns, per call, (reply, payload, parent ms) as `WorkerConn.request`, or the
+    exception its worker's channel raised: the other calls are let through and answered all the same, so no worker
+    is left with a call in flight."""
     out: list = [None] * len(calls)
     held: list[_AtGate | None] = [None] * len(calls)
     records: list[dict] = [{} for _ in calls]
@@ -288,7 +287,7 @@ def let_through_together(calls: list[GatedCall], timeout_s: float, window,
                     ended, records[i] = c.conn._through(caps[i], held[i])
                     if ended is not None:
                         held[i].ended = ended
-                    elif c.settle:
+                    elif i != live[-1]:  # read whole before the next gate opens
                         held[i].ended = c.conn._reply_after(caps[i], None, records[i])
                         t_end[i] = time.perf_counter_ns()
                 except (OSError, wire.WireError) as e:

@@ -635,7 +635,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
                 traced = True
                 continue
             if paired:
-                c, e = _timed_pair(g, expert, sz, seed, cand_first=bool(r % 2))
+                c, e = _timed_pair(g, expert, sz, seed)
             elif r % 2:
                 c = _cand_call(g, sz, seed, keep_inputs=False, tag="timed")
                 e = _expert_call(g, expert, sz, seed, gated=True)
@@ -1077,16 +1077,21 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, tra
     return _cand_reply(g, sz, reply, parent_ms)
 
 
-def _timed_pair(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, cand_first: bool) -> tuple[dict, dict]:
-    """A timed pair in one device window (`Effort.paired_windows`, `launcher.let_through_together`), in the order
-    the loop asks (ABBA); the candidate's reply and the twin's, each checked as a call of its own is. The candidate
-    going first is read whole before the twin's gate opens. The candidate's verdict comes first; a twin that failed
-    is dropped all the same. The twin's device window is the grader's time, not the attempt's."""
+def _timed_pair(g: _Grade, expert: WorkerConn, sz: _Size, seed: int) -> tuple[dict, dict]:
+    """A timed pair in one device window (`Effort.paired_windows`, `launcher.let_through_together`): the candidate,
+    read whole, then its twin (ABAB: GRADER.md's order). The candidate's reply and the twin's, each checked as a
+    call of its own is; the candidate's verdict comes first, and a twin that failed is dropped all the same. The
+    twin's device window is the grader's time, not the attempt's.
+
+    The candidate always goes first. Whatever device work its process queued before its "done" (its launch, a side
+    stream, what its last call's objects ran when dropped) is over at "done", which waits for the whole device; its
+    worker synchronises again after the call's thread has ended and the interpreter is checked, before it replies.
+    So nothing of the candidate's runs beside its twin's timed call. The twin going first would let the candidate's
+    launch, and what it starts on a stream of its own, run beside the twin's call: its own "done" waits only for
+    what is still running then."""
     cmsg, _ = _call_msg(g, sz, seed, keep_inputs=False, tag="timed")
     emsg, _ = _expert_msg(g, sz, seed, gated=True)
-    cand, twin = GatedCall(g.conn, cmsg, settle=cand_first), GatedCall(expert, emsg)
-    got = let_through_together([cand, twin] if cand_first else [twin, cand], g.remaining(), g.window)
-    c_got, e_got = got if cand_first else got[::-1]
+    c_got, e_got = let_through_together([GatedCall(g.conn, cmsg), GatedCall(expert, emsg)], g.remaining(), g.window)
     twin_failed = None
     try:
         e = _expert_reply(g, expert, sz, e_got)

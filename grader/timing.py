@@ -50,6 +50,10 @@ FLUSH_BYTES = 256 << 20
 the gate, before the start event, inside the call's device window, which it was most of: grader 0.10.0's 1 GiB
 took about 0.3 ms of the device per call (from 0.11.0 the windows of several slots follow one another)."""
 
+GATE_LOOK_S = 0.002
+"""A worker asleep on its gate's word (`StreamGate.wait_open`) looks at it at least this often: the parent's wake
+(`wire.GateWord.open`) is what ends the sleep; this bounds one that went missing."""
+
 GATE_PATIENCE_S = 0.02
 """How long the parent lets a gated call run before it opens the gate itself (a call that synchronises pays it
 once per call). Long enough for the launches of a model of a few hundred ops: a call let through before it
@@ -164,7 +168,7 @@ class DeviceClock:
             elif gate is not None:
                 gate.stalled = not gate.open()
         if told and gate is not None:
-            gate.wait_open()  # other slots' windows first: yield the CPU to their host work meanwhile
+            gate.wait_open()  # other slots' windows first: asleep on the word meanwhile
         t_seen = self._perf_ns()
         while not self._query(end):  # spin: a blocking wait sleeps longer the longer the kernel runs
             pass
@@ -229,7 +233,8 @@ class StreamGate:
                 raise OSError("the gate's page is not sealed against resizing")
             self._mm = mmap.mmap(fd, mmap.PAGESIZE)
             self._cell = ct.c_uint32.from_buffer(self._mm)
-            host = ct.addressof(self._cell)
+            host = self._host = ct.addressof(self._cell)
+            self._futex = wire.Futex()
             if self._register(ct.c_void_p(host), ct.c_size_t(mmap.PAGESIZE), self.DEVICEMAP) != 0:
                 raise OSError("cuMemHostRegister refused the gate's page")
             dptr = ct.c_uint64(0)
@@ -276,11 +281,12 @@ class StreamGate:
         self.closed = self._wait(self._stream, self._addr, 1, self.GEQ) == 0
         return self.closed
 
-    def wait_open(self, _yield=os.sched_yield) -> None:
-        """Until the word reads 1 (the parent has opened the gate), giving the CPU up between looks."""
-        cell = self._cell
+    def wait_open(self) -> None:
+        """Until the word reads 1 (the parent has opened the gate), asleep on it between looks (`wire.Futex`: the
+        parent wakes it as it opens; a look every `GATE_LOOK_S` whatever happens)."""
+        cell, wait, addr = self._cell, self._futex.wait, self._host
         while not cell.value:
-            _yield()
+            wait(addr, 0, GATE_LOOK_S)
 
     def open(self) -> bool:
         """Let the stream run on; True when the gate was still closed (nobody else had opened it)."""

@@ -239,6 +239,48 @@ work, the inputs' draw, is done), the whole call is queued behind it, then the d
 (grader.timing.DeviceClock.time_call)."""
 
 
+class Futex:
+    """The kernel's wait on a 32-bit word in memory shared between processes (`futex(2)`, not private): a gate's
+    worker sleeps on its word until the parent's store of 1 and `wake` (`GateWord.open`), where it spun before. In a
+    timed pair the two workers share a core (`launcher.slot_cpus`): the one whose call is not yet let through sleeps,
+    as a worker waiting for its next message does, so the other sees its own end without a spinning neighbour.
+    Bound once, at the C level: a candidate that later replaces `ctypes` reaches none of it. `ok` False where the
+    machine's syscall number is unknown: `wait` then only yields the CPU."""
+
+    WAIT, WAKE = 0, 1
+    NR = {"x86_64": 202, "aarch64": 98}
+
+    def __init__(self):
+        import ctypes
+
+        self._ct = ctypes
+        nr = self.NR.get(os.uname().machine)
+        self.ok = nr is not None
+        self._nr = nr
+        self._syscall = ctypes.CDLL(None, use_errno=True).syscall
+        self._syscall.restype = ctypes.c_long
+        self._timeout = ctypes.c_long * 2
+        self._yield = os.sched_yield
+
+    def wait(self, addr: int, expected: int, timeout_s: float) -> None:
+        """Sleep while the word at `addr` still reads `expected`, at most `timeout_s`, or until woken; returns at
+        once when it reads something else. A spurious or missed wake costs at most the timeout."""
+        if not self.ok:
+            self._yield()
+            return
+        ct = self._ct
+        ts = self._timeout(int(timeout_s), int((timeout_s % 1) * 1e9))
+        self._syscall(ct.c_long(self._nr), ct.c_void_p(addr), ct.c_int(self.WAIT), ct.c_uint32(expected),
+                      ct.byref(ts), None, ct.c_int(0))
+
+    def wake(self, addr: int) -> None:
+        """Wake every process sleeping on the word at `addr`."""
+        if self.ok:
+            ct = self._ct
+            self._syscall(ct.c_long(self._nr), ct.c_void_p(addr), ct.c_int(self.WAKE), ct.c_int(1 << 30), None,
+                          None, ct.c_int(0))
+
+
 class GateWord:
     """Parent side of a timing worker's launch gate (grader.timing.StreamGate): one page, sealed against
     resizing, lent to the worker before any candidate code runs. The worker's stream waits for its first
@@ -260,12 +302,20 @@ class GateWord:
         except BaseException:
             os.close(self.fd)
             raise
+        import ctypes
+
+        self._cell = ctypes.c_uint32.from_buffer(self.mm)
+        self._addr = ctypes.addressof(self._cell)
+        self._futex = Futex()
 
     def open(self) -> None:
+        """Store 1 (the device's wait ends) and wake the worker sleeping on the word (`Futex`)."""
         self._pack(self.mm, 0, 1)
+        self._futex.wake(self._addr)
 
     def close(self) -> None:
         if self.fd is not None:
+            del self._cell  # the page's buffer is exported to it until then
             self.mm.close()
             os.close(self.fd)
             self.fd = None

@@ -636,6 +636,8 @@ class Worker:
             self._dest = None
         t_timed = _now()
         changed = self._state() + ([box[2]] if box[2] else [])  # first: builtins are the candidate's until checked
+        if gated:  # what the call's thread queued as it ended (its finalisers, after "done") is over before the
+            self.clock.sync()  # reply: a pair's twin is let through only then (`launcher.let_through_together`)
         t_checked = _now()
         self.runner.bury(box, inputs)
         if changed:  # nothing the candidate returned is looked at: its type's methods may be replaced
