@@ -353,6 +353,8 @@ def loop_lines(sizes: list) -> list[str]:
            f"  gave way to check work\t{sum(lp.get('gave_way', 0) for lp in loops)} times, "
            f"{sum(lp.get('gave_way_s', 0.0) for lp in loops):.1f} s waiting; sizes stopped below the clip: "
            f"{sum(bool(lp.get('clip_stop')) for lp in loops)}",
+           "  timed pairs ended by (sizes)\t" + (", ".join(f"{why} {n}" for why, n in collections.Counter(
+               lp["ended"] for lp in loops if lp.get("ended")).most_common()) or "-"),
            "  per timed call (ms, median of the sizes' medians)\tround trip\tworker span\tdevice"]
     for who in ("cand", "twin"):
         cells = []

@@ -625,6 +625,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
         observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
         _watch(g, expert, False)
         t_size = time.monotonic()
+        ended = None  # why the timed pairs stopped (`_enough`, the one-pair stop), for the record
         paired = (eff.paired_windows and g.window is not None and eff.split_window and eff.fill_behind
                   and not sz.given)
         for r in range(max_reps):
@@ -650,7 +651,9 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(log2_speedup(e["ms"], c["ms"]))
-            if _enough(g, logs, t_size, check_min_ms, exp_ms) or one_pair_ends_size(slow, c, e):
+            ended = _enough(g, logs, t_size, check_min_ms, exp_ms) or ("one pair" if one_pair_ends_size(slow, c, e)
+                                                                        else None)
+            if ended:
                 break
             _give_way(g, kind)
         if not traced:  # the draw fell past the loop's end, or on a warm-up pair a slow candidate skipped
@@ -665,7 +668,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
                 "warmup_pairs": w + 1 if eff.warmup_pairs else 0,
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
                 "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
-                "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop}
+                "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop, "ended": ended or "max pairs"}
         with _part(g, "observation, judged"):
             _judge_observed(g, sz, observed)  # then the timed outputs, in the loop's draw windows
         verified = _verify_timed(g, sz, timed, whole)
@@ -688,16 +691,20 @@ def beyond_clip(ci: tuple[float, float]) -> bool:
     return ci[1] < math.log2(SPEEDUP_CLIP[0]) - CLIP_MARGIN_LOG2
 
 
-def _enough(g: _Grade, logs: list[float], t_size: float, check_min_ms: float, exp_ms: list[float]) -> bool:
-    """A size's timed pairs are enough: its interval is as narrow as the target, or its budget is spent (after
-    `Effort.min_reps` pairs); or it stops at the clip (`stops_at_clip`)."""
+def _enough(g: _Grade, logs: list[float], t_size: float, check_min_ms: float, exp_ms: list[float]) -> str | None:
+    """A size's timed pairs are enough: its interval is as narrow as the target (`interval`), or its budget is spent
+    (`budget`; both after `Effort.min_reps` pairs); or it stops at the clip (`clip`, `stops_at_clip`). None while
+    it needs more."""
     eff = g.effort
     if len(logs) < min(eff.min_reps, eff.clip_reps):
-        return False
+        return None
     lo, hi = median_ci(logs)
-    if len(logs) >= eff.min_reps and ((hi - lo) / 2 <= eff.target_log2_halfwidth or _spent(g, t_size)):
-        return True
-    return stops_at_clip(eff, logs, (lo, hi), check_min_ms, exp_ms)
+    if len(logs) >= eff.min_reps:
+        if (hi - lo) / 2 <= eff.target_log2_halfwidth:
+            return "interval"
+        if _spent(g, t_size):
+            return "budget"
+    return "clip" if stops_at_clip(eff, logs, (lo, hi), check_min_ms, exp_ms) else None
 
 
 def stops_at_clip(eff: Effort, logs: list[float], ci: tuple[float, float], check_min_ms: float,

@@ -158,3 +158,18 @@ def test_auto_workers_fit_the_devices_memory():
 
     assert auto_workers(140.4) == 12 and auto_workers(79.6) == 6 and auto_workers(None) == 6
     assert auto_workers(8.0) == 1 and auto_workers(1000.0) == 12
+
+
+def test_the_loops_table_says_what_ended_each_sizes_timed_pairs():
+    """`loop_lines`: the sizes counted by why their timed pairs stopped (the loop record's `ended`: the interval at
+    the target, the budget spent, the clip, the one-pair stop, the most pairs), most first; a record from before it
+    was kept counts in none."""
+    from types import SimpleNamespace
+
+    from bench.gpu_acceptance import loop_lines
+
+    base = {"held_s": 3.0, "window_wait_s": 2.0, "interleaved": True}
+    sizes = [SimpleNamespace(loop={**base, "ended": why}) for why in ("budget", "budget", "interval", "clip")]
+    sizes.append(SimpleNamespace(loop=dict(base)))
+    line = next(ln for ln in loop_lines(sizes) if ln.startswith("  timed pairs ended by"))
+    assert line == "  timed pairs ended by (sizes)\tbudget 2, interval 1, clip 1", line

@@ -715,12 +715,15 @@ def test_timing_stops_early_only_when_the_whole_interval_lies_below_the_clip():
     now = _time.monotonic()
     twin, slow_check, fast_check = [0.05, 0.051, 0.049], 50.0, 0.25
     assert not _enough(g, [low - 3] * 4, now, slow_check, twin)
-    assert _enough(g, [low - 3] * 5, now, slow_check, twin)
+    assert _enough(g, [low - 3] * 5, now, slow_check, twin) == "clip"  # why, for the loop's record
     # pairs let through their gates are no witness by themselves: a fast check call keeps the size timing
     assert not _enough(g, [low - 3] * 5, now, fast_check, twin)
     assert not _enough(g, [low - 3] * 4 + [low + 0.2], now, slow_check, twin)  # with five pairs: min..max
     assert not _enough(g, [6.0] * 5, now, slow_check, twin)  # far above the clip: timed in full
-    assert not _enough(g, [0.5] * 19, now, fast_check, twin) and _enough(g, [0.5] * 20, now, fast_check, twin)
+    assert not _enough(g, [0.5] * 19, now, fast_check, twin) and _enough(g, [0.5] * 20, now, fast_check, twin) == \
+        "interval"
+    spread = [0.5 + 0.1 * (-1) ** k * k for k in range(20)]  # too wide for the target: a spent budget ends it
+    assert not _enough(g, spread, now, fast_check, twin) and _enough(g, spread, now - 5, fast_check, twin) == "budget"
     # the witness: the fastest check call against the twin's median so far, by the same margin as the pairs
     edge = 0.05 * 2 ** -low  # the check call's ms at the margin's edge
     assert clip_witnessed(edge * 1.01, twin) and not clip_witnessed(edge * 0.99, twin)
