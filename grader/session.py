@@ -579,7 +579,8 @@ def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list) -> list[dict]:
 def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_ms: float, reopen: bool = False
                ) -> tuple[list, list, list, float, dict | None, dict, float | None]:
     """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
-    same fresh inputs (ABBA order) while the slot holds the device alone. The speedup is the median of
+    same fresh inputs (the candidate first in one device window, `Effort.paired_windows`; ABBA order without it)
+    while the slot holds the device alone. The speedup is the median of
     the pairs' log-ratios: drift in clocks or temperature moves both calls of a pair alike. Returns
     (candidate ms, expert ms, [(output index, seed)] of the candidate's calls, late ms, what the device
     watch saw meanwhile, where the loop's time went: `_loop_record`, and the worst error of the timed outputs,
