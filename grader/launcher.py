@@ -588,8 +588,10 @@ class Slot:
                 self._kill(conn, None)
                 raise
         started = f"worker start, {'spare' if spare else role}"
-        for part, ms in (("sandbox", hello.get("sandbox_ms")), ("boot", hello.get("boot_ms"))):
-            if isinstance(ms, (int, float)):  # the worker's clock: entering its sandbox, then its whole boot
+        parts = hello.get("boot_parts_ms") if isinstance(hello.get("boot_parts_ms"), dict) else {}
+        for part, ms in (("sandbox", hello.get("sandbox_ms")), ("boot", hello.get("boot_ms")),
+                         *((f"boot's {k}", v) for k, v in sorted(parts.items()))):
+            if isinstance(ms, (int, float)):  # the worker's clock: entering its sandbox, its whole boot, its parts
                 self.note(f"{started}: {part}", ms / 1e3)
         self.note(f"{started}: to its hello and gate", time.perf_counter() - t_start)  # this side's clock
         return conn

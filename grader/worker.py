@@ -297,6 +297,7 @@ class Worker:
 
         from grader import inputs, timing
 
+        t_boot = time.perf_counter()
         self.sock = sock
         self.audit_fd = audit_fd
         self.sealed = list(sealed)
@@ -308,6 +309,7 @@ class Worker:
         if self.cuda:
             torch.cuda.init()
             torch.cuda.set_device(0)
+        t_cuda = time.perf_counter()
         # float32 means float32 for every worker, expert and candidate alike: cuDNN's default of TF32
         # convolutions (10-bit mantissas) would fail an honest fp32 module against the float64 reference
         # (H200 run 19: every KernelBench convolution task) and time the expert on a downgraded path. A
@@ -329,7 +331,9 @@ class Worker:
         self._nan = float("nan")
         self._storage_ptr = (lambda t, _s=torch._C.TensorBase.untyped_storage, _p=torch._C.StorageBase.data_ptr:
                              _p(_s(t)))
+        t_clock = time.perf_counter()
         self.clock = timing.DeviceClock(device, flush=role != "reference", gate=True)
+        t_clocked = time.perf_counter()
         # Cached device memory goes back at a new size (`_trim`, asked by the parent outside any window; a reference
         # worker's answer does it itself when not asked): a kept worker would otherwise hold every size's blocks.
         self._empty_cache = torch._C._cuda_emptyCache if self.cuda else None  # the C function: nothing to replace
@@ -356,7 +360,9 @@ class Worker:
         self.scale_fn = None  # a task reference's error scale, loaded beside it (`load` with "as": "scale")
         self.inputs_fn = None  # a task's own get_inputs, loaded with its reference (`load` with "inputs_entry")
         self._guarded = False
+        t_profiler = time.perf_counter()
         self._warm_profiler()  # its helper threads exist before the parent takes the thread baseline
+        t_warmed = time.perf_counter()
         # The call boundary (grader/boundary.py): candidate code on threads of its own, the collector off
         # (a finaliser would otherwise run wherever a collection starts), signals held on this thread.
         gc.disable()
@@ -390,6 +396,11 @@ class Worker:
         owners += bench + [c for m in bench for c in vars(m).values() if isinstance(c, type)
                            and getattr(c, "__module__", "") == m.__name__]
         self._owners = owners
+        # Where the boot went (ms; the hello tells it, `zygote._boot`): CUDA's start, the clock (its L2 flush buffer
+        # and launch gate), the profiler's warm-up, and the rest (torch's settings, the launch hooks, the checks).
+        parts = {"cuda": t_cuda - t_boot, "clock": t_clocked - t_clock, "profiler": t_warmed - t_profiler}
+        self.boot_parts_ms = {k: round(v * 1e3, 3) for k, v in
+                              {**parts, "rest": time.perf_counter() - t_boot - sum(parts.values())}.items()}
 
     # ---- protocol ----
     def serve(self) -> None:

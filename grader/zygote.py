@@ -111,7 +111,8 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
 
     boundary.unlisted()  # the worker holds what it needs; the candidate finds no module of the grader's
     hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers, "audit_fd": audit_fd,
-             "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3}
+             "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3,
+             "boot_parts_ms": worker.boot_parts_ms}
     return worker, hello
 
 

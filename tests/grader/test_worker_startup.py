@@ -388,6 +388,12 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     for part in ("worker start, candidate: boot", "worker start, candidate: to its hello and gate",
                  "worker end, candidate: killed and reaped"):
         assert after[part][0] > before.get(part, (0, 0.0))[0], (part, after.get(part))
+    # and its boot by part (the worker's clock, told in its hello): they add up to no more than the boot
+    boot_parts = {k: after[k][1] - before.get(k, (0, 0.0))[1] for k in after
+                  if k.startswith("worker start, candidate: boot's ")}
+    assert set(boot_parts) == {f"worker start, candidate: boot's {k}" for k in ("cuda", "clock", "profiler", "rest")}
+    boot = after["worker start, candidate: boot"][1] - before.get("worker start, candidate: boot", (0, 0.0))[1]
+    assert 0 < sum(boot_parts.values()) <= boot + 1e-3 and min(boot_parts.values()) >= 0, (boot_parts, boot)
     # and the slot's time by part of the grade (`session._part`): each its own time, so with the phases before the
     # first size and after the last they add up to the grade's wall time, and the table says what is left
     from bench.gpu_acceptance import OUTSIDE_PARTS, part_lines
