@@ -111,10 +111,11 @@ class Effort:
 
     paired_windows: bool = True
     """A timed pair's two calls, each queued behind its closed gate at once, are let through one after the other in
-    one device window (`launcher.let_through_together`), not in a window each: a loop waits for one window a pair,
-    and its twin's launch overlaps its candidate's. The candidate's reply, when it goes first, is read whole inside
-    the window, so nothing its worker does after "done" runs beside its twin's timed call. Needs `split_window` and
-    `fill_behind` (bench/gpu_acceptance.py --without paired_windows)."""
+    one device window (`launcher.let_through_together`, `_timed_pair`), not in a window each: a loop waits for one
+    window a pair, and its twin's launch overlaps its candidate's. The candidate goes first and is read whole inside
+    the window, so nothing its process queued runs beside its twin's timed call (ABAB; off, the loop's pairs go
+    ABBA). Needs `split_window` and `fill_behind` (bench/gpu_acceptance.py --without paired_windows). H200 run 69
+    measured it with ABBA pairs, run 70 without it; the candidate-first pair is not yet measured."""
     gated_reference: bool = False
     """The reference's answers at a size after its first go through its worker's launch gate, so their check window
     holds the answer's device work alone, not the worker's host work (`session._gates_answer`; H200 run 66: 95 ms a

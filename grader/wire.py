@@ -253,13 +253,12 @@ class Futex:
     def __init__(self):
         import ctypes
 
-        self._ct = ctypes
         nr = self.NR.get(os.uname().machine)
         self.ok = nr is not None
-        self._nr = nr
         self._syscall = ctypes.CDLL(None, use_errno=True).syscall
         self._syscall.restype = ctypes.c_long
-        self._timeout = ctypes.c_long * 2
+        self._long, self._ptr, self._int, self._u32 = ctypes.c_long, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32
+        self._nr, self._timeout, self._byref = ctypes.c_long(nr or 0), ctypes.c_long * 2, ctypes.byref
         self._yield = os.sched_yield
 
     def wait(self, addr: int, expected: int, timeout_s: float) -> None:
@@ -268,17 +267,15 @@ class Futex:
         if not self.ok:
             self._yield()
             return
-        ct = self._ct
         ts = self._timeout(int(timeout_s), int((timeout_s % 1) * 1e9))
-        self._syscall(ct.c_long(self._nr), ct.c_void_p(addr), ct.c_int(self.WAIT), ct.c_uint32(expected),
-                      ct.byref(ts), None, ct.c_int(0))
+        self._syscall(self._nr, self._ptr(addr), self._int(self.WAIT), self._u32(expected), self._byref(ts), None,
+                      self._int(0))
 
     def wake(self, addr: int) -> None:
         """Wake every process sleeping on the word at `addr`."""
         if self.ok:
-            ct = self._ct
-            self._syscall(ct.c_long(self._nr), ct.c_void_p(addr), ct.c_int(self.WAKE), ct.c_int(1 << 30), None,
-                          None, ct.c_int(0))
+            self._syscall(self._nr, self._ptr(addr), self._int(self.WAKE), self._int(1 << 30), None, None,
+                          self._int(0))
 
 
 class GateWord:
