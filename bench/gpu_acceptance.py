@@ -228,6 +228,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     if timed:  # the grades that ran the whole protocol: what a kept expert or reference costs shows here
         lines.append(f"  phase medians of {len(timed)} fully timed grades (s)\t" + ", ".join(
             f"{k} {statistics.median(r.phase_seconds.get(k, 0.0) for r in timed):.2f}" for k in sorted(phases)))
+        lines.extend(turn_lines(timed))
     lines.extend(build_lines(all_results))
     via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
     lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
@@ -334,6 +335,21 @@ def corpus_lines(graded: dict[str, list[GradeResult]], meta: dict[str, dict]) ->
                    f"{claimed if claimed is not None else '-'}\t"
                    f"{'' if r.status.value == 'correct' else r.reason[:220]}")
     return out
+
+
+def turn_lines(timed: list[GradeResult]) -> list[str]:
+    """The fully timed grades by their task's turn in the run, in the order they ended: a task's first grade starts
+    its reference and expert workers and compiles the expert at each size, a later one finds them kept in its slot
+    (the queue gives a task's attempts to the slot that graded it). Median total and correctness phase (s)."""
+    seen: set[str] = set()
+    turns: dict[str, list[GradeResult]] = {"a task's first": [], "a task's later": []}
+    for r in timed:
+        turns["a task's later" if r.task_id in seen else "a task's first"].append(r)
+        seen.add(r.task_id)
+    return [f"  fully timed grades, {turn} (median s)\t{len(rs)}: total "
+            f"{statistics.median(r.phase_seconds.get('total', 0.0) for r in rs):.2f}, correctness "
+            f"{statistics.median(r.phase_seconds.get('correctness', 0.0) for r in rs):.2f}"
+            for turn, rs in turns.items() if rs]
 
 
 def loop_lines(sizes: list) -> list[str]:

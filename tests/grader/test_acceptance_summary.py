@@ -173,3 +173,16 @@ def test_the_loops_table_says_what_ended_each_sizes_timed_pairs():
     sizes.append(SimpleNamespace(loop=dict(base)))
     line = next(ln for ln in loop_lines(sizes) if ln.startswith("  timed pairs ended by"))
     assert line == "  timed pairs ended by (sizes)\tbudget 2, interval 1, clip 1", line
+
+
+def test_the_fully_timed_grades_are_split_by_their_tasks_turn_in_the_run():
+    """H200 run 69: an expert's first grade against itself took a median 48 s, its second 24 s; the summary splits
+    every fully timed grade so (`turn_lines`), the first of each task apart from the later ones."""
+    lines = _summary("2026-12-05-h200-run69")
+    first = next(ln for ln in lines if ln.startswith("  fully timed grades, a task's first"))
+    later = next(ln for ln in lines if ln.startswith("  fully timed grades, a task's later"))
+    n_first, n_later = (int(ln.split("\t")[1].split(":")[0]) for ln in (first, later))
+    total = next(ln for ln in lines if ln.startswith("  phase medians of "))
+    assert n_first + n_later == int(total.split()[3]), (first, later, total)
+    med = [float(ln.split("total ")[1].split(",")[0]) for ln in (first, later)]
+    assert med[0] > med[1], (first, later)
