@@ -440,6 +440,7 @@ def test_a_timed_pair_is_let_through_one_call_after_the_other_in_one_device_wind
     inside it the second gate opens only once the first call has replied whole (a first call that replies 0.2 s
     after "done" has replied before the second gate is seen open). A call that fails before closing its gate, or
     whose worker dies, is answered as it is, and the other call is let through all the same."""
+    import contextlib
     import mmap
     import socket
     import threading
@@ -454,16 +455,12 @@ def test_a_timed_pair_is_let_through_one_call_after_the_other_in_one_device_wind
     ok = {"ok": True, "ms": 0.01}
     log, windows = [], []
 
+    @contextlib.contextmanager
     def window(kind):
-        import contextlib
-
-        @contextlib.contextmanager
-        def held():
-            log.append(("window", kind, "in"))
-            windows.append(kind)
-            yield
-            log.append(("window", kind, "out"))
-        return held()
+        log.append(("window", kind, "in"))
+        windows.append(kind)
+        yield
+        log.append(("window", kind, "out"))
 
     def pair_of(name):
         ours, theirs = socket.socketpair()
