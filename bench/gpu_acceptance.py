@@ -79,7 +79,7 @@ SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "inte
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
-OPT_IN = ("gated_reference", "start_ahead")
+OPT_IN = ("gated_reference", "start_ahead", "host_verify")
 """The parts `--with` switches on (each an `Effort` field, off by default)."""
 
 
@@ -256,6 +256,26 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         if watched:
             lines.extend(watch_lines(watched))
     return "\n".join(lines)
+
+
+def lock_lines(lock: dict) -> list[str]:
+    """The device lock's time (`DeviceLock.stats()`): the seconds of each state and span, the windows counted, and the
+    wait of device windows on draws by the work of the draws held meanwhile (`blocked_by`), largest first, with its
+    share of that wait: what to shorten first for the loops to wait less."""
+    lines = ["  the device lock's time (s)\t" + ", ".join(f"{k.removesuffix('_s')} {v:.1f}"
+                                                      for k, v in lock.items() if k.endswith("_s"))
+             + f"; {lock['windows']} device windows, {lock.get('draw_windows', 0)} draw windows, "
+               f"{lock.get('check_windows', 0)} check windows; loops gave way {lock.get('gave_way', 0)} times"]
+    draws = lock.get("draws_by") or {}
+    if draws:
+        lines.append("  draws by their work (count, holder-seconds)\t" + ", ".join(
+            f"{k} {n} ({v:.1f} s)" for k, (n, v) in sorted(draws.items(), key=lambda kv: -kv[1][1])))
+    blocked = lock.get("blocked_by") or {}
+    total = sum(blocked.values())
+    if total > 0:
+        lines.append("  device windows waited on draws, by the draws' work (s, share)\t" + ", ".join(
+            f"{k} {v:.1f} ({100 * v / total:.0f}%)" for k, v in sorted(blocked.items(), key=lambda kv: -kv[1])))
+    return lines
 
 
 def purpose_lines(title: str, purposes: dict) -> list[str]:
@@ -517,11 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = summarise(results, meta, time.perf_counter() - clock["service_t0"], args.workers)
         summary += "\n" + "\n".join(throughput_lines(clock, time.perf_counter() - clock["service_t0"], len(results),
                                                      args.workers))
-        summary += ("\n  the device lock's time (s)\t" + ", ".join(f"{k.removesuffix('_s')} {v:.1f}"
-                                                                   for k, v in lock.items() if k.endswith("_s"))
-                    + f"; {lock['windows']} device windows, {lock.get('draw_windows', 0)} draw windows, "
-                      f"{lock.get('check_windows', 0)} check windows; "
-                      f"loops gave way {lock.get('gave_way', 0)} times")
+        summary += "".join(f"\n{line}" for line in lock_lines(lock))
         purposes = lock.get("purposes", {})
         apart = ("grade: ", "worker start, ", "worker end, ")  # each a table of its own
         tables = (  # holder-seconds: check work's holds overlap, so they add up past the wall clock

@@ -124,6 +124,9 @@ class DeviceLock:
                                first=("device",) if device_first else (), changed=self._windows_changed)
         self._w_since = time.monotonic()
         self._w_spans = dict.fromkeys(("draws_held", "device_waiting", "device_waiting_on_draws"), 0.0)
+        self._draw_labels: dict[str, int] = {}  # the work of the draws held now: label -> holders
+        self._blocked_by: dict[str, float] = {}  # a device window's wait on draws, charged to the work holding them
+        self._draws_by: dict[str, list] = {}  # each draw's work: [draws, holder-seconds]
         self._since = time.monotonic()
         self._state = "idle"
         self._seconds = dict.fromkeys(KINDS + ("idle",), 0.0)
@@ -135,7 +138,8 @@ class DeviceLock:
     def _windows_changed(self) -> None:
         """Charge the time since the windows last changed to what was true meanwhile (under the windows'
         condition): some draw held (any number at once: the wall time they cover, not holder-seconds), a device
-        window waiting, and both at once (a timed call held off by draws: what makes the loops wait)."""
+        window waiting, and both at once (a timed call held off by draws: what makes the loops wait), the last
+        split among the draws held meanwhile by their work's label (`window`), equal shares per holder."""
         now = time.monotonic()
         w, dt = self._windows, now - self._w_since
         self._w_since = now
@@ -143,6 +147,10 @@ class DeviceLock:
         self._w_spans["draws_held"] += dt * draws
         self._w_spans["device_waiting"] += dt * waiting
         self._w_spans["device_waiting_on_draws"] += dt * (draws and waiting)
+        holders = sum(self._draw_labels.values())
+        if draws and waiting and holders:
+            for label, n in self._draw_labels.items():
+                self._blocked_by[label] = self._blocked_by.get(label, 0.0) + dt * n / holders
 
     def _account(self) -> None:
         """Charge the time since the last change to the state the device was in (called under the lock)."""
@@ -161,14 +169,14 @@ class DeviceLock:
         self._account()
 
     @contextmanager
-    def _take(self, kind: str, purpose: str = "", draw: str = ""):
-        """A place of `kind`, and in it a draw window counted under `draw` when named; `purpose` names the hold in
-        `stats()`, its wait the wait for both."""
+    def _take(self, kind: str, purpose: str = "", draw: str = "", label: str = ""):
+        """A place of `kind`, and in it a draw window counted under `draw` when named, its work called `label` (else
+        `purpose`); `purpose` names the hold in `stats()`, its wait the wait for both."""
         t = time.monotonic()
         with self._cond:
             self._acquire(kind)
         try:
-            with self.window("draw", stat=draw) if draw else contextlib.nullcontext():
+            with self.window("draw", stat=draw, label=label or purpose) if draw else contextlib.nullcontext():
                 waited, t = time.monotonic() - t, time.monotonic()
                 try:
                     yield
@@ -209,12 +217,13 @@ class DeviceLock:
         `stats()`."""
         return self._take("shared", purpose)
 
-    def check(self, purpose: str = ""):
+    def check(self, purpose: str = "", label: str = ""):
         """One piece of check work beside the timing loops: a place of kind `loop` (never beside `exclusive`) and
         in it a draw window (never beside a `device` window), counted apart from the loops' own draws. Never
         taken inside a loop's hold or a window: a second place behind a waiter of another kind would wait for
-        itself. `purpose` names the work in `stats()`."""
-        return self._take("loop", purpose, draw="check")
+        itself. `purpose` names the hold in `stats()`; `label` its work, where device windows wait on it (else
+        `purpose`)."""
+        return self._take("loop", purpose, draw="check", label=label)
 
     def exclusive(self):
         """A timing loop that holds the device alone for the whole size."""
@@ -225,20 +234,32 @@ class DeviceLock:
         return self._take("loop" if self.interleave else "exclusive")
 
     @contextmanager
-    def window(self, kind: str = "device", stat: str = ""):
+    def window(self, kind: str = "device", stat: str = "", label: str = ""):
         """One window of a loop's device work, only inside `loop()`: `device` (a timed call's device interval)
         alone, `draw` (untimed device work) beside other draws; never the two kinds at once. `stat`: the name its
-        time is counted under in `stats()`, if not its kind's."""
+        time is counted under in `stats()`, if not its kind's. `label`: a draw's work, to which the waits of device
+        windows are charged while it holds (`stats()["blocked_by"]`; else its `stat` or kind)."""
         turns = self._windows
+        label = (label or stat or kind) if kind == "draw" else ""
         with turns.cond:
             turns.acquire(kind)
+            if label:  # under the condition the acquire changed `held` under: no change comes between
+                self._draw_labels[label] = self._draw_labels.get(label, 0) + 1
         t = time.monotonic()
         try:
             yield
         finally:
             with turns.cond:
-                turns.release(kind)
-                self._window_s[stat or kind] += time.monotonic() - t
+                turns.release(kind)  # charges the time up to now to the labels held, this one among them
+                took = time.monotonic() - t
+                if label:
+                    self._draw_labels[label] -= 1
+                    if not self._draw_labels[label]:
+                        del self._draw_labels[label]
+                    n_s = self._draws_by.setdefault(label, [0, 0.0])
+                    n_s[0] += 1
+                    n_s[1] += took
+                self._window_s[stat or kind] += took
                 self._window_n[stat or kind] += 1
 
     def state(self) -> dict:
@@ -253,12 +274,15 @@ class DeviceLock:
         """Seconds the device spent in each state since the lock was made (idle: nobody held it), the device
         windows the loops took (count, seconds), their draw windows and check work's (`check`; count,
         holder-seconds: draws overlap), the wall time some draw held, a device window waited, and both
-        (`_windows_changed`), the times loops gave way, and per named purpose of a shared hold or a check window
-        [holds, holder-seconds]."""
+        (`_windows_changed`), that last by the work of the draws it waited on (`blocked_by`, seconds), the draws
+        by their work (`draws_by`: [draws, holder-seconds]), the times
+        loops gave way, and per named purpose of a shared hold or a check window [holds, holder-seconds]."""
         with self._windows.cond:
             count, seconds = dict(self._window_n), dict(self._window_s)
             self._windows_changed()
             spans = dict(self._w_spans)
+            blocked = {k: round(v, 3) for k, v in sorted(self._blocked_by.items(), key=lambda kv: -kv[1])}
+            draws_by = {k: [n, round(v, 3)] for k, (n, v) in sorted(self._draws_by.items())}
         with self._cond:
             self._account()
             return {**{f"{k}_s": round(v, 3) for k, v in self._seconds.items()},
@@ -266,6 +290,7 @@ class DeviceLock:
                     "draw_windows": count["draw"], "draw_window_s": round(seconds["draw"], 3),
                     "check_windows": count["check"], "check_window_s": round(seconds["check"], 3),
                     **{f"{k}_s": round(v, 3) for k, v in spans.items()},
+                    "blocked_by": blocked, "draws_by": draws_by,
                     "gave_way": self._gave_way,
                     "purposes": {k: [n, round(s, 3)] for k, (n, s) in sorted(self._purposes.items())}}
 

@@ -31,7 +31,7 @@ PARENT_TORCH_THREADS = 1
 """Torch's intra-op threads in the parent while a service runs. On the CPU the parent's host work is the
 verifications' comparisons, each on its slot's thread in cache-sized pieces (`grader.compare.CHUNK`); a pool per
 calling thread (OpenMP's way) would put a team of spinning threads per slot on the cores the CPU's timing uses. On
-a GPU the parent computes nothing on the host."""
+a GPU the parent computes nothing on the host, but with `Effort.host_verify` the same comparisons."""
 
 
 def pick_device(device: str = "auto") -> str:

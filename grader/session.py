@@ -115,16 +115,29 @@ class Effort:
     window a pair, and its twin's launch overlaps its candidate's. The candidate goes first and is read whole inside
     the window, so nothing its process queued runs beside its twin's timed call (ABAB; off, the loop's pairs go
     ABBA). Needs `split_window` and `fill_behind` (bench/gpu_acceptance.py --without paired_windows). H200 run 69
-    measured it with ABBA pairs, run 70 without it; the candidate-first pair is not yet measured."""
+    measured it with ABBA pairs, run 70 without it; H200 runs 71 and 72 the candidate-first pair with and without it:
+    throughput the same (1,916 against 2,006 per GPU-hour over every round), the repeats' p95 0.0185 against 0.0259."""
     gated_reference: bool = False
     """The reference's answers at a size after its first go through its worker's launch gate, so their check window
     holds the answer's device work alone, not the worker's host work (`session._gates_answer`; H200 run 66: 95 ms a
-    computed answer's hold, 54 of them the worker's own). Off until a GPU run has measured it (the acceptance's
-    `--with gated_reference`)."""
+    computed answer's hold, 54 of them the worker's own). Off until a GPU run has measured it against its absence
+    on one card (the acceptance's `--with gated_reference`; H100 run 74 ran it with no baseline: a gated answer's
+    whole request took 96.6 ms, an ungated one 47.8 ms)."""
+    host_verify: bool = False
+    """On a GPU, a verification compares on the host (`session._verify`): the candidate's output, the reference's
+    answer and a kept answer are read out of their page-locked arenas into this process's memory, not copied onto the
+    device, and compared there in cache-sized pieces (`compare.CHUNK`, one thread). Only the device work takes a
+    window: the worker's copy into its arena, the reference's run, the inputs drawn again; a kept answer and the
+    comparison take none (on the CPU, whose device is the host, that is all it changes). H200 run 71: some draw held the device 193.6 of 344 s, and a device window waited on draws
+    157.4 s; verifications hold most draws (fetch 24 ms, reference 62 ms, compare 13.5 ms a piece), and of those the
+    answer's copy onto this device (13.9 ms), the output's and the comparison are this process's own device work. Off
+    until a GPU run has measured it (the acceptance's `--with host_verify`)."""
     start_ahead: bool = False
     """The task's reference and expert workers, where the slot keeps none alive, start as the grade begins, beside
-    the candidate's start and load (`session._start_ahead`), not one after the other in its first size. Off until a
-    GPU run has measured it (the acceptance's `--with start_ahead`)."""
+    the candidate's start and load (`session._start_ahead`), not one after the other in its first size. Off: H200
+    run 73 measured it slower than run 71 without it (1,774 against 1,916 per GPU-hour), its boots longer the more
+    ran at once (reference 11.0 s, expert 11.2 s at the median, against 7.0 and 5.0; the acceptance's
+    `--with start_ahead`)."""
     judge_first: bool = True
     """At the grade's first size, the check calls' records are judged before the timing loop (`_grade_size`): a
     candidate that breaks a rule from its first call holds the device for no loop. Off on the CPU, whose loops of 3
@@ -522,17 +535,18 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
     windows = g.effort.check_windows
     expert, check_ms, check_min_ms = None, 0.0, math.inf
     with contextlib.ExitStack() as held:
-        def hold(purpose: str = "check window"):
-            """What a piece of check work takes: its own check window (counted under `purpose`), or nothing inside
-            the size's one shared hold (taken at the first piece). The expert's worker starts before the first (a
-            start takes seconds)."""
+        def hold(purpose: str = "check window", label: str = ""):
+            """What a piece of check work takes: its own check window (counted under `purpose`, its work called
+            `label` where device windows wait on it), or nothing inside the size's one shared hold (taken at the first
+            piece). The expert's worker starts before the first (a start takes seconds)."""
             nonlocal expert
             if expert is None:
                 expert = _expert_worker(g)
                 _trim(g, expert, sz.key)
                 if not windows:
                     held.enter_context(_hold(g, "shared", "check calls"))
-            return _hold(g, "check", purpose) if windows else contextlib.nullcontext()
+            return _hold(g, "check", purpose, f"check window: {label or purpose}") if windows else \
+                contextlib.nullcontext()
 
         for i in range(g.effort.check_calls):
             seed = _seed(sz.plan.check_seed(i), lambda: derive_seed(g.seed, sz.key, "check", i))
@@ -547,7 +561,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             first = ", a size's first" if i == 0 else ""
             try:
                 with _part(g, COMPILING_CALL_PART if compiling else "check call"), \
-                        contextlib.nullcontext() if compiling else hold("check window" + first):
+                        contextlib.nullcontext() if compiling else hold("check window" + first, "check call" + first):
                     reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
             finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
                 if compiling:
@@ -564,7 +578,8 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
                 raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}")
         if expert is not None:  # charged to the expert phase
             with _part(g, "expert's warm-up"), \
-                    contextlib.nullcontext() if sz.key not in expert.warmed else hold():  # a call that compiles: none
+                    contextlib.nullcontext() if sz.key not in expert.warmed else hold(label="expert's warm-up"):
+                # (a call that compiles: none)
                 t += _expert_warmup(g, expert, sz)
     g.phases["correctness"] += time.perf_counter() - t
     return worst, check_ms, check_min_ms if check_min_ms < math.inf else 0.0
@@ -861,17 +876,18 @@ def _loop(g: _Grade, kind: str):
         g.held_since = time.monotonic()
         g.gave_way = 0
         try:  # an ungated call is untimed device work: a draw window
-            yield functools.partial(g.window, "draw") if g.window is not None else contextlib.nullcontext
+            yield functools.partial(g.window, "draw") if g.window is not None else _no_piece
         finally:
             g.window = None
 
 
 @contextlib.contextmanager
-def _window(g: _Grade, kind: str):
-    """One window of an interleaved loop's device work (`DeviceLock.window`: "draw" or "device"); the wait for it
-    is the grader's time, not the attempt's, and not the size's timing budget's (`window_wait_s`)."""
+def _window(g: _Grade, kind: str, label: str = ""):
+    """One window of an interleaved loop's device work (`DeviceLock.window`: "draw" or "device"; a draw's work called
+    `label`, else an untimed call); the wait for it is the grader's time, not the attempt's, and not the size's timing
+    budget's (`window_wait_s`)."""
     t = time.monotonic()
-    with g.gpu_lock.window(kind):
+    with g.gpu_lock.window(kind, label=f"loop draw: {label or 'untimed call'}" if kind == "draw" else ""):
         t_in = time.monotonic()
         g.waited_s += t_in - t
         g.window_wait_s += t_in - t
@@ -882,11 +898,12 @@ def _window(g: _Grade, kind: str):
 
 
 @contextlib.contextmanager
-def _hold(g: _Grade, kind: str, purpose: str = ""):
-    """The device lock, of any kind (`shared` and `check` name their `purpose` for the lock's stats); time spent
-    waiting for it is not the attempt's."""
+def _hold(g: _Grade, kind: str, purpose: str = "", label: str = ""):
+    """The device lock, of any kind (`shared` and `check` name their `purpose` for the lock's stats, `check` its
+    work's `label`); time spent waiting for it is not the attempt's."""
     t = time.monotonic()
-    with (getattr(g.gpu_lock, kind)(purpose) if kind in ("shared", "check") else getattr(g.gpu_lock, kind)()):
+    with (g.gpu_lock.check(purpose, label) if kind == "check" else g.gpu_lock.shared(purpose) if kind == "shared"
+          else getattr(g.gpu_lock, kind)()):
         g.waited_s += time.monotonic() - t
         yield
 
@@ -1068,11 +1085,12 @@ def _task_inputs(g: _Grade, sz: _Size, seed: int) -> tuple[dict, int]:
     return given, fd
 
 
-def _given_tensors(g: _Grade, sz: _Size, seed: int) -> list:
-    """The tensors among the task-made inputs of `seed`, read on this side (to see whether a call changed them)."""
+def _given_tensors(g: _Grade, sz: _Size, seed: int, device: str | None = None) -> list:
+    """The tensors among the task-made inputs of `seed`, read on this side onto `device` (the slot's unless named), to
+    see whether a call changed them."""
     given, fd = _task_inputs(g, sz, seed)
     try:
-        return wire.tensors_from_memfd(given["metas"], os.dup(fd), g.slot.device)
+        return wire.tensors_from_memfd(given["metas"], os.dup(fd), device or g.slot.device)
     except (wire.WireError, OSError, ValueError, TypeError, KeyError) as e:
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's inputs could not be read: {e}") from None
 
@@ -1273,29 +1291,41 @@ def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
         g.kernels.extend(kernels)
 
 
-def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece: Callable = contextlib.nullcontext
-            ) -> Verdict:
+def _no_piece(label: str = ""):
+    """What a piece of a verification takes when its caller holds the device for the whole: nothing."""
+    return contextlib.nullcontext()
+
+
+def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece: Callable = _no_piece) -> Verdict:
     """Fetch output `idx` (and with its inputs: they must be unchanged), compare it with the reference's answer for
-    `seed`; the verdict. `piece()`: what each piece of device work takes (the fetch, the inputs, the reference, the
-    comparison; `Effort.check_windows`), nothing when the caller holds the device for the whole. Each piece ends
-    with the device idle for this process: a copy onto the device and a comparison's answer wait for their work."""
+    `seed`; the verdict. `piece(label=...)`: what each piece of device work takes (the fetch, the inputs, the
+    reference, the comparison; `Effort.check_windows`), nothing when the caller holds the device for the whole;
+    `label` names the piece where device windows wait on it. Each piece ends with the device idle for this process:
+    a copy onto the device and a comparison's answer wait for their work."""
     task, slot = g.task, g.slot
-    with piece():
-        t_fetch = time.perf_counter()
-        tensors = _fetch(g, idx, with_inputs)
-        fetched = time.perf_counter() - t_fetch
+    host = g.effort.host_verify
+    on = "cpu" if host else slot.device  # where the output, the inputs and the answer are compared
+    t_fetch = time.perf_counter()
+    tensors = _fetch(g, idx, with_inputs, on, piece(label="fetch"))
+    fetched = time.perf_counter() - t_fetch
     g.phases["transfer"] += fetched
     g.gpu_lock.note("verify: fetch", fetched)
     t_ref = time.perf_counter()
     if with_inputs:  # the tensors among the inputs (a Python number cannot be changed in place)
-        with piece():
-            t_in = time.perf_counter()
-            inputs = (_given_tensors(g, sz, seed) if sz.given else
-                      [t for t in make_inputs(sz.specs, seed, slot.device) if not isinstance(t, (int, float))])
+        def unchanged(inputs: list) -> None:
             returned = tensors[1:]
             if len(returned) != len(inputs) or any(not _same(a, b) for a, b in zip(returned, inputs)):
                 raise Floor(Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED, f"inputs changed by the call at size {sz.key}")
-            g.gpu_lock.note("verify: inputs", time.perf_counter() - t_in)
+
+        with piece(label="inputs"):  # drawn again on the device (its generator's), read back for the host's check
+            t_in = time.perf_counter()
+            inputs = (_given_tensors(g, sz, seed, on) if sz.given else
+                      [t.to(on) for t in make_inputs(sz.specs, seed, slot.device) if not isinstance(t, (int, float))])
+            if not host:
+                unchanged(inputs)
+        if host:
+            unchanged(inputs)
+        g.gpu_lock.note("verify: inputs", time.perf_counter() - t_in)
     keep = None
     with contextlib.ExitStack() as held:
         kept = _kept_answer(g, sz, seed)
@@ -1304,28 +1334,34 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
             conn = _reference_conn(g)
             _trim(g, conn, sz.key)
             gated = _gates_answer(g, conn, sz)
-        if not gated:
-            held.enter_context(piece())
+        if not gated and not (host and kept):  # on the host a kept answer is read where it is kept: no window
+            held.enter_context(piece(label="kept answer and compare" if kept else "reference"))
         t = time.perf_counter()
         # Gated, the answer's device work takes a window of its own (`Effort.gated_reference`), and its copy onto this
-        # device and the comparison share the next.
-        ref, scale, keep = _reference(g, sz, seed, kept, conn, window=(lambda kind: piece()) if gated else None,
-                                      read_hold=(lambda: held.enter_context(piece())) if gated else None)
+        # device and the comparison share the next; on the host, the copy and the comparison need none.
+        ref, scale, keep = _reference(
+            g, sz, seed, kept, conn, window=(lambda kind: piece(label="reference, gated")) if gated else None,
+            read_hold=(lambda: None if host else held.enter_context(piece(label="reference's copy and compare")))
+            if gated else None, device=on, answered=held.close if host else None)
         g.gpu_lock.note("verify: kept answer" if kept else "verify: reference, gated" if gated else "verify: reference",
                         time.perf_counter() - t)
         if kept is None and not gated:  # a kept answer's copy is short: its comparison shares its hold, a computed
-            held.close()                # one's takes its own
+            held.close()                # one's takes its own (on the host, none)
             if keep is not None:
                 keep()
                 keep = None
-            held.enter_context(piece())
+            if not host:
+                held.enter_context(piece(label="compare"))
         t = time.perf_counter()
         atol, rtol = task.card.tolerance()
         verdict = compare(tensors[0], ref, atol, rtol, scale)
         if verdict.reason_code is Reason.MISMATCH and math.isfinite(verdict.max_rel_err):
             # Outside the card's bound: is honest arithmetic? The expert, on the same inputs, says how far it gets.
+            with _part(g, "expert's output, for its slack"), \
+                    piece(label="expert's output") if host else contextlib.nullcontext():
+                expert_out = _expert_output(g, sz, seed, on)
             with _part(g, "expert's output, for its slack"):
-                slack = expert_slack(_expert_output(g, sz, seed), ref, rtol)
+                slack = expert_slack(expert_out, ref, rtol)
             if slack > 0:
                 verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
                 g.slack_used = max(g.slack_used, slack) if verdict.ok else g.slack_used
@@ -1336,8 +1372,22 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
     return verdict
 
 
-def _fetch(g: _Grade, idx: int, with_inputs: bool) -> list:
-    """The candidate's kept output `idx` (and its inputs), copied out of its worker onto this process's device."""
+def _fetch(g: _Grade, idx: int, with_inputs: bool, device: str | None = None, hold=None) -> list:
+    """The candidate's kept output `idx` (and its inputs), copied out of its worker into tensors of this process's on
+    `device` (the slot's unless named). `hold`: what the worker's copy out takes (a window), and the copy in with it
+    unless it goes to the host, where it is no device work: read after the hold, before the candidate's worker is
+    asked anything again."""
+    device = device or g.slot.device
+    with hold if hold is not None else contextlib.nullcontext():
+        read = _fetched(g, idx, with_inputs, device)
+        if device != "cpu":
+            return read()
+    return read()
+
+
+def _fetched(g: _Grade, idx: int, with_inputs: bool, device: str) -> Callable[[], list]:
+    """The fetch's request (`_fetch`), checked; the read of what it handed over onto `device` (a memfd's, which the
+    read closes, or the output arena's), to be made once."""
     slot = g.slot
     reply, _, _ = _request(g.conn, {"op": "fetch", "idx": idx, "with_inputs": with_inputs}, g.remaining)
     fd = wire.recv_fd(g.conn.sock) if reply.get("_fd") else None
@@ -1357,14 +1407,18 @@ def _fetch(g: _Grade, idx: int, with_inputs: bool) -> list:
         if fd is not None:
             os.close(fd)
         raise
-    try:
-        if fd is not None:
-            return wire.tensors_from_memfd(reply["tensors"], fd, slot.device)
-        if g.conn.out_arena is not None:  # copied out before any candidate code can run again
-            return g.conn.out_arena.read(reply["tensors"], slot.device)
-        raise wire.WireError("it answered in an arena it was never lent")
-    except (wire.WireError, OSError, ValueError, TypeError, AttributeError, KeyError) as e:
-        raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
+
+    def read() -> list:
+        try:
+            if fd is not None:
+                return wire.tensors_from_memfd(reply["tensors"], fd, device)
+            if g.conn.out_arena is not None:  # copied out before any candidate code can run again
+                return g.conn.out_arena.read(reply["tensors"], device)
+            raise wire.WireError("it answered in an arena it was never lent")
+        except (wire.WireError, OSError, ValueError, TypeError, AttributeError, KeyError) as e:
+            raise Floor(Status.CHEAT_FLAGGED, Reason.BAD_OUTPUT, f"worker sent an unreadable output: {e}") from None
+
+    return read
 
 
 def _note_parts(g: _Grade, purpose: str, reply: dict, parts: tuple = ("park", "inputs", "call", "check", "rest")
@@ -1379,9 +1433,9 @@ def _note_parts(g: _Grade, purpose: str, reply: dict, parts: tuple = ("park", "i
         g.gpu_lock.note(f"{purpose}: round trip", reply["parent_ms"] / 1e3)
 
 
-def _expert_output(g: _Grade, sz: _Size, seed: int):
-    """The expert's output on the inputs of `seed`: one call kept, fetched, then released. Its time is the
-    grader's, not the attempt's."""
+def _expert_output(g: _Grade, sz: _Size, seed: int, device: str | None = None):
+    """The expert's output on the inputs of `seed`: one call kept, fetched onto `device` (the slot's unless named),
+    then released. Its time is the grader's, not the attempt's."""
     expert = _expert_worker(g)
     reply = _expert_call(g, expert, sz, seed, keep=True)
     t = time.monotonic()
@@ -1391,7 +1445,7 @@ def _expert_output(g: _Grade, sz: _Size, seed: int):
         fd = wire.recv_fd(expert.sock) if got.get("_fd") else None
         if not got.get("ok") or fd is None:
             raise RuntimeError(_tail(got.get("error", "")) if got.get("error") else "no output")
-        out, fd = wire.tensors_from_memfd(got["tensors"], fd, g.slot.device)[0], None
+        out, fd = wire.tensors_from_memfd(got["tensors"], fd, device or g.slot.device)[0], None
         expert.request({"op": "release"}, EXPERT_TIMEOUT_S)
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, IndexError) as e:
         if fd is not None:
@@ -1452,7 +1506,7 @@ def _gates_answer(g: _Grade, conn: WorkerConn, sz: _Size) -> bool:
 
 
 def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: WorkerConn | None, window=None,
-               read_hold=None) -> tuple:
+               read_hold=None, device: str | None = None, answered=None) -> tuple:
     """The reference's float64 answer (and error scale) for the inputs of `seed` on the device, and what keeps it in
     the pool (a callable, or None). `kept` (`_kept_answer`): taken onto the device instead. Else the task's
     sandboxed reference worker computes it; a pool seed's answer is then kept in page-locked host memory, copied
@@ -1461,11 +1515,13 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
     The arena is not sealed against writes: the reference could change what is kept, but it defines the answers
     anyway. `conn`: the reference's worker (`_reference_conn`), when no answer is kept. `window` (gated,
     `_gates_answer`): what the answer's device work takes, from the gate's opening to "done"; `read_hold()` then takes
-    the window the answer's copy onto this device needs."""
-    key = g.task.expert_key
+    the window the answer's copy onto this device needs. `device`: where the answer goes (the slot's unless named; the
+    host's for `Effort.host_verify`); `answered()`: called once the worker has answered, before its answer is read
+    (to end the window its request took, when the read is no device work)."""
+    key, device = g.task.expert_key, device or g.slot.device
     if kept is not None:
         sz.answers["kept"] += 1
-        t, device = time.perf_counter(), g.slot.device
+        t = time.perf_counter()
         ref, scale = kept.ref.to(device), (kept.scale.to(device) if kept.scale is not None else None)
         g.waited_s += time.perf_counter() - t  # the grader's time, as the reference's is
         return ref, scale, None
@@ -1486,6 +1542,8 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
             if reply.get("error_kind") == "gate":
                 reply, _, _ = conn.request(msg, EXPERT_TIMEOUT_S)
         fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
+        if answered is not None:
+            answered()
         if sz.given and reply.get("ok") and reply.get("inputs_digest") != g.digests.get(seed):
             raise RuntimeError(f"at size {sz.label}: its get_inputs made other inputs for the same seed than the "
                                "candidate was given: it must depend only on torch's, random's or NumPy's seeded "
@@ -1498,11 +1556,12 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
             if conn.arena is None:
                 raise RuntimeError("answered in an arena it was never lent")
             t_read = time.perf_counter()
-            tensors = conn.arena.read(reply["tensors"], g.slot.device)
-            g.gpu_lock.note("reference worker: read onto this side's device", time.perf_counter() - t_read)
+            tensors = conn.arena.read(reply["tensors"], device)
+            g.gpu_lock.note("reference worker: read onto this side's " + ("host" if device != g.slot.device else
+                                                                           "device"), time.perf_counter() - t_read)
             g.answers_via = "arena, pinned" if conn.arena.pinned and reply.get("arena_pinned") else "arena"
         else:
-            tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, g.slot.device), None
+            tensors, fd = wire.tensors_from_memfd(reply["tensors"], fd, device), None
             why = reply.get("arena_error") or ("no arena lent" if conn.arena is None else "answer larger than the arena")
             g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
@@ -1527,10 +1586,10 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
     if not in_arena:  # an answer past the arena's size (rare): copied back from the device, in the caller's window
         g.answers.put(key, sz.key, seed, Answer(kept_copy(ref), kept_copy(scale), digest), cost_s)
         return ref, scale, None
-    arena, metas, pin = conn.arena, reply["tensors"], g.cuda
+    arena, metas = conn.arena, reply["tensors"]
 
-    def keep() -> None:
-        host = arena.read(metas, "cpu", pin=pin)
+    def keep() -> None:  # read on the host already (tensors of this side's own), it is kept as read
+        host = tensors if device == "cpu" else arena.read(metas, "cpu", pin=True)
         g.answers.put(key, sz.key, seed, Answer(host[0], host[1] if len(host) > 1 else None, digest), cost_s)
 
     return ref, scale, keep

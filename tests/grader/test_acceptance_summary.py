@@ -186,3 +186,20 @@ def test_the_fully_timed_grades_are_split_by_their_tasks_turn_in_the_run():
     assert n_first + n_later == int(total.split()[3]), (first, later, total)
     med = [float(ln.split("total ")[1].split(",")[0]) for ln in (first, later)]
     assert med[0] > med[1], (first, later)
+
+
+def test_the_lock_lines_rank_the_work_device_windows_waited_on():
+    """`lock_lines`: the lock's states on one line as before, then the device windows' wait on draws by the draws'
+    work, largest first with its share of the whole; no such line when nothing waited."""
+    from bench.gpu_acceptance import lock_lines
+
+    lock = {"loop_s": 300.0, "idle_s": 40.0, "windows": 10, "draw_windows": 5, "check_windows": 3, "gave_way": 0,
+            "blocked_by": {"check window: fetch": 10.0, "loop draw: untimed call": 30.0, "check window: compare": 0.0}}
+    lines = lock_lines(lock)
+    assert lines[0].startswith("  the device lock's time (s)\tloop 300.0, idle 40.0; 10 device windows"), lines
+    assert lines[1].endswith("\tloop draw: untimed call 30.0 (75%), check window: fetch 10.0 (25%), "
+                             "check window: compare 0.0 (0%)"), lines
+    assert lock_lines({**lock, "blocked_by": {}})[1:] == []
+    drawn = lock_lines({**lock, "blocked_by": {}, "draws_by": {"loop draw: fetch": [3, 0.5], "check window: compare":
+                                                                [10, 2.0]}})
+    assert drawn[1].endswith("\tcheck window: compare 10 (2.0 s), loop draw: fetch 3 (0.5 s)"), drawn

@@ -607,6 +607,24 @@ def test_draw_windows_run_beside_each_other_never_beside_a_device_window_and_tak
         assert log == [f"{n}{s}" for n in order for s in "+-"], (device_first, log)
 
 
+def _device_window_behind(lock, draws: list, inside=lambda: None) -> None:
+    """Ask `lock` for a device window on a thread of its own (running `inside` in it) while the started `draws`
+    threads hold theirs; return once it has asked, and every thread has ended."""
+    import threading
+    import time as _time
+
+    def device():
+        with lock.window("device"):
+            inside()
+
+    timed = threading.Thread(target=device)
+    timed.start()
+    while not lock.state()["windows_waiting"]:
+        _time.sleep(0.001)
+    for t in draws + [timed]:
+        t.join(5)
+
+
 def test_the_lock_counts_the_wall_time_draws_hold_and_device_windows_wait_on_them():
     """`DeviceLock.stats()`: two overlapping draws count once in the wall time some draw held (against their
     holder-seconds), and a device window asked for during them counts as waiting on draws until they end; a device
@@ -629,16 +647,7 @@ def test_the_lock_counts_the_wall_time_draws_hold_and_device_windows_wait_on_the
         t.start()
     held.wait(5)  # both draws in
 
-    def device():
-        with lock.window("device"):
-            go.set()
-
-    timed = threading.Thread(target=device)
-    timed.start()
-    while not lock.state()["windows_waiting"]:
-        _time.sleep(0.001)
-    for t in draws + [timed]:
-        t.join(5)
+    _device_window_behind(lock, draws, go.set)
     assert go.is_set()
     with lock.window("device"):
         _time.sleep(0.05)
@@ -648,6 +657,42 @@ def test_the_lock_counts_the_wall_time_draws_hold_and_device_windows_wait_on_the
     # the hand-over: a waiting window is let in a thread wake-up after the last draw ends (ms, more on a loaded host)
     assert 0.0 < on_draws <= waiting < on_draws + 0.1 and waiting <= stats["draws_held_s"] + 0.1, stats
     assert stats["window_s"] >= 0.05 and stats["windows"] == 2, stats
+
+
+def test_a_device_windows_wait_on_draws_is_charged_to_the_work_of_the_draws_held_meanwhile():
+    """`DeviceLock.stats()["blocked_by"]`: while a device window waits on draws, each moment is split among the draws
+    held then, by their work's label, an equal share per holder: with a fetch (0.3 s) and a check call (0.1 s) held
+    as the window asks, the check call is charged about 0.05 s (half the time both held) and the fetch about 0.25 s; a
+    draw held while no device window waits is charged nothing, and the shares add up to the wait on draws."""
+    import threading
+    import time as _time
+
+    from grader.devicelock import DeviceLock
+
+    lock = DeviceLock()
+    with lock.window("draw", label="before"):  # nobody waits on it
+        _time.sleep(0.05)
+    both = threading.Barrier(3)
+
+    def draw(label: str, hold_s: float):
+        with lock.window("draw", label=label):
+            both.wait(5)
+            _time.sleep(hold_s)
+
+    draws = [threading.Thread(target=draw, args=a) for a in (("fetch", 0.3), ("check call", 0.1))]
+    for t in draws:
+        t.start()
+    both.wait(5)
+    _device_window_behind(lock, draws)
+    stats = lock.stats()
+    blocked, on_draws = stats["blocked_by"], stats["device_waiting_on_draws_s"]
+    assert set(blocked) == {"fetch", "check call"}, blocked
+    assert 0.02 <= blocked["check call"] <= 0.06, blocked  # 0.05 less the device window's late start
+    assert 0.15 <= blocked["fetch"] - blocked["check call"] <= 0.25, blocked  # the 0.2 s the fetch held alone
+    assert abs(sum(blocked.values()) - on_draws) < 0.005, (blocked, on_draws)
+    draws_by = stats["draws_by"]  # every draw by its work: count, holder-seconds
+    assert {k: n for k, (n, _) in draws_by.items()} == {"before": 1, "fetch": 1, "check call": 1}, draws_by
+    assert 0.28 <= draws_by["fetch"][1] < 0.5 and 0.09 <= draws_by["check call"][1] < 0.3, draws_by
 
 
 def test_a_long_timing_loop_gives_way_to_waiting_check_work_and_takes_its_place_again_behind_it():
