@@ -124,14 +124,15 @@ class Effort:
     on one card (the acceptance's `--with gated_reference`; H100 run 74 ran it with no baseline: a gated answer's
     whole request took 96.6 ms, an ungated one 47.8 ms)."""
     host_verify: bool = False
-    """On a GPU, a verification compares on the host (`session._verify`): the candidate's output, the reference's
-    answer and a kept answer are read out of their page-locked arenas into this process's memory, not copied onto the
-    device, and compared there in cache-sized pieces (`compare.CHUNK`, one thread). Only the device work takes a
-    window: the worker's copy into its arena, the reference's run, the inputs drawn again; a kept answer and the
-    comparison take none (on the CPU, whose device is the host, that is all it changes). H200 run 71: some draw held the device 193.6 of 344 s, and a device window waited on draws
-    157.4 s; verifications hold most draws (fetch 24 ms, reference 62 ms, compare 13.5 ms a piece), and of those the
-    answer's copy onto this device (13.9 ms), the output's and the comparison are this process's own device work. Off
-    until a GPU run has measured it (the acceptance's `--with host_verify`)."""
+    """A verification compares on the host (`session._verify`): the candidate's output, the reference's answer and a
+    kept answer are read out of their page-locked arenas into this process's memory, not copied onto the device, and
+    compared there in cache-sized pieces (`compare.CHUNK`, one thread). Only the device work takes a window: the
+    worker's copy into its arena, the reference's run, the inputs drawn again, the expert's call for its slack; a
+    kept answer and the comparison take none (on the CPU, whose device is the host, that is all it changes). H200
+    run 71: some draw held the device 193.6 of 344 s, and a device window waited on draws 157.4 s; verifications hold
+    most draws (fetch 24 ms, reference 62 ms, compare 13.5 ms a piece), and of those the answer's copy onto this
+    device (13.9 ms), the output's and the comparison are this process's own device work. Off until a GPU run has
+    measured it (the acceptance's `--with host_verify`)."""
     start_ahead: bool = False
     """The task's reference and expert workers, where the slot keeps none alive, start as the grade begins, beside
     the candidate's start and load (`session._start_ahead`), not one after the other in its first size. Off: H200
@@ -1357,10 +1358,9 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
         verdict = compare(tensors[0], ref, atol, rtol, scale)
         if verdict.reason_code is Reason.MISMATCH and math.isfinite(verdict.max_rel_err):
             # Outside the card's bound: is honest arithmetic? The expert, on the same inputs, says how far it gets.
-            with _part(g, "expert's output, for its slack"), \
-                    piece(label="expert's output") if host else contextlib.nullcontext():
-                expert_out = _expert_output(g, sz, seed, on)
             with _part(g, "expert's output, for its slack"):
+                with piece(label="expert's output") if host else contextlib.nullcontext():  # its call and fetch
+                    expert_out = _expert_output(g, sz, seed, on)
                 slack = expert_slack(expert_out, ref, rtol)
             if slack > 0:
                 verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
