@@ -281,8 +281,8 @@ class DeviceLock:
             count, seconds = dict(self._window_n), dict(self._window_s)
             self._windows_changed()
             spans = dict(self._w_spans)
-            blocked = {k: round(v, 3) for k, v in sorted(self._blocked_by.items(), key=lambda kv: -kv[1])}
-            draws_by = {k: [n, round(v, 3)] for k, (n, v) in sorted(self._draws_by.items())}
+            blocked = {k: round(v, 3) for k, v in self._blocked_by.items()}  # ranked where printed (`lock_lines`)
+            draws_by = {k: [n, round(v, 3)] for k, (n, v) in self._draws_by.items()}
         with self._cond:
             self._account()
             return {**{f"{k}_s": round(v, 3) for k, v in self._seconds.items()},
