@@ -141,15 +141,6 @@ class Effort:
     run 73 measured it slower than run 71 without it (1,774 against 1,916 per GPU-hour), its boots longer the more
     ran at once (reference 11.0 s, expert 11.2 s at the median, against 7.0 and 5.0; the acceptance's
     `--with start_ahead`)."""
-    gated_warmup: bool = False
-    """A timing loop's warm-up calls (the traced one aside) go through their workers' launch gates, each in two draw
-    windows: its preparation up to its closed gate, and its gate's opening up to its reply, read whole inside it
-    (`WorkerConn.request`'s `read_whole`, so what the worker does after "done" is over before the draw is given
-    back). Its launch and the host work before it hold nothing. Off, each warm-up call is one draw window from its
-    message to its reply (`_loop`'s `whole`). H100 run 75 (2026-12-05): the loops' untimed calls held 1,851 draws
-    of 36 ms in all (the traced calls among them), and the device windows waited on them 36.6 s, 29% of their wait on
-    draws, the largest share of any work. Off until a GPU run has measured it (the acceptance's
-    `--with gated_warmup`)."""
     judge_first: bool = True
     """At the grade's first size, the check calls' records are judged before the timing loop (`_grade_size`): a
     candidate that breaks a rule from its first call holds the device for no loop. Off on the CPU, whose loops of 3
@@ -639,20 +630,12 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     with _part(g, "timing loop"), _loop(g, kind) as whole:
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
-        # With `Effort.gated_warmup`, an interleaved loop's warm-up calls go through their gates in draw windows
-        gate_warmup = eff.gated_warmup and g.window is not None and not sz.given
         for w in range(eff.warmup_pairs):
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "warmup", w))
-            if gate_warmup:
-                _expert_call(g, expert, sz, seed, through="warm-up call, gated")
-            else:
-                with whole(label="warm-up call"):
-                    _expert_call(g, expert, sz, seed)
-            if gate_warmup and trace_at != w:
-                reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup", through="warm-up call, gated")
-            else:
-                with whole(label="traced call" if trace_at == w else "warm-up call"):
-                    reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup", trace=trace_at == w)
+            with whole(label="warm-up call"):
+                _expert_call(g, expert, sz, seed)
+            with whole(label="traced call" if trace_at == w else "warm-up call"):
+                reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup", trace=trace_at == w)
             traced = traced or trace_at == w
             timed.append((reply["idx"], seed))
             _give_way(g, kind)
@@ -1020,17 +1003,16 @@ def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size) -> float:
     return took
 
 
-def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False,
-                 through: str = "") -> dict:
+def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False
+                 ) -> dict:
     """One call of the expert, exactly as a candidate's timed call is made (`gated` in the timing loop's
-    pairs, through the loop's windows; `through` as `_cand_call`'s); the worker's reply. Its output is kept only
-    when asked (`_expert_output`): the expert is trusted, and the candidate's kept outputs already fill the budget."""
-    msg, fd = _expert_msg(g, sz, seed, keep, gated or bool(through), observed=bool(through))
+    pairs, through the loop's windows); the worker's reply. Its output is kept only when asked (`_expert_output`):
+    the expert is trusted, and the candidate's kept outputs already fill the budget."""
+    msg, fd = _expert_msg(g, sz, seed, keep, gated)
     t = time.monotonic()
     try:
-        got = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd,
-                             window=_untimed_windows(g, through) if through else g.window if gated else None,
-                             whole=not g.effort.split_window, read_whole=bool(through))
+        got = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=g.window if gated else None,
+                             whole=not g.effort.split_window)
     except (OSError, wire.WireError) as e:
         got = e
     reply = _expert_reply(g, expert, sz, got)
@@ -1038,9 +1020,8 @@ def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool
     return reply
 
 
-def _expert_msg(g: _Grade, sz: _Size, seed: int, keep: bool = False, gated: bool = False, observed: bool = False
-                ) -> tuple[dict, int | None]:
-    msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert", gated=gated, observed=observed)
+def _expert_msg(g: _Grade, sz: _Size, seed: int, keep: bool = False, gated: bool = False) -> tuple[dict, int | None]:
+    msg, fd = _call_msg(g, sz, seed, keep_inputs=False, tag="expert", gated=gated)
     msg["keep"] = keep
     return msg, fd
 
@@ -1062,16 +1043,15 @@ def _expert_reply(g: _Grade, expert: WorkerConn, sz: _Size, got: tuple | Excepti
 
 
 def _call_msg(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False,
-              gated: bool | None = None, observed: bool = False) -> tuple[dict, int | None]:
+              gated: bool | None = None) -> tuple[dict, int | None]:
     """A call's message, and the descriptor of its inputs when the task makes them itself. `gated`: through the
     launch gate (default: a timed call is). A traced call draws before its gate (no `fill_behind`): its
     observation marks the call on the device and waits for the mark, which behind a gate closed for the draw
-    waited for a "drawn" never said (H200 run 64); it holds a window whole anyway. An `observed` call's worker draws
-    before its gate too (`Worker._call`), so its message says so, and the parent gives its draw a window."""
+    waited for a "drawn" never said (H200 run 64); it holds a window whole anyway."""
     gated = tag == "timed" if gated is None else gated
     msg = {"op": "call", "specs": sz.specs, "seed": seed, "out_nbytes": sz.out_nbytes, "keep_inputs": keep_inputs,
            "tag": tag, "trace": trace, "gated": gated, "behind": not g.effort.draw_before_gate,
-           "fill_behind": gated and g.effort.fill_behind and not sz.given and not trace and not observed}
+           "fill_behind": gated and g.effort.fill_behind and not sz.given and not trace}
     if not sz.given:
         return msg, None
     given, fd = _task_inputs(g, sz, seed)
@@ -1118,25 +1098,13 @@ def _given_tensors(g: _Grade, sz: _Size, seed: int, device: str | None = None) -
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's inputs could not be read: {e}") from None
 
 
-def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False,
-               through: str = "") -> dict:
-    """The candidate's call and its checked reply. `through`: an observed untimed call let through its gate in two
-    draw windows so labelled (`_untimed_windows`)."""
-    msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, tag=tag, trace=trace, gated=True if through else None,
-                        observed=bool(through))
+def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False) -> dict:
+    msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, tag=tag, trace=trace)
     # a traced call is a window whole (its session opens with a marker kernel): its gate opens inside that one
-    window = _untimed_windows(g, through) if through else g.window if msg["gated"] and not trace else None
-    reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd, window=window,
-                                   whole=not g.effort.split_window, read_whole=bool(through))
+    reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd,
+                                   window=g.window if msg["gated"] and not trace else None,
+                                   whole=not g.effort.split_window)
     return _cand_reply(g, sz, reply, parent_ms)
-
-
-def _untimed_windows(g: _Grade, label: str):
-    """The windows of a gated untimed call in an interleaved loop (`Effort.gated_warmup`): both draws, its device
-    work being untimed, labelled `label` and which of the two each is."""
-    def window(kind: str):
-        return g.window("draw", label=f"{label}, {'drawn' if kind == 'draw' else 'let through'}")
-    return window
 
 
 def _timed_pair(g: _Grade, expert: WorkerConn, sz: _Size, seed: int) -> tuple[dict, dict]:
@@ -1630,8 +1598,8 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
 
 
 def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None, window=None,
-             whole: bool = False, read_whole: bool = False) -> tuple[dict, bytes, float]:
-    return conn.request(msg, remaining(), payload, fd, window=window, whole=whole, read_whole=read_whole)
+             whole: bool = False) -> tuple[dict, bytes, float]:
+    return conn.request(msg, remaining(), payload, fd, window=window, whole=whole)
 
 
 def _offer(cache: compile_cache.CompileCache, source: str, env: compile_cache.BuildEnv) -> tuple[list, bytes]:
