@@ -18,6 +18,7 @@ the recording was switched off, on that thread or for everyone.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from grader.boundary import RETURN_MARK  # recorded on the candidate's thread once its function returned
@@ -123,6 +124,7 @@ class Observation:
         self._recorder, self._begin = recorder, begin
         self._batches: list[tuple[list[Event], list[str]]] = []
         self._tags: list[str] = []
+        self.trace_ms: list[float] | None = None  # the last traced call's sessions: `call`
         self._open(False)
 
     def _open(self, device: bool) -> None:
@@ -133,19 +135,26 @@ class Observation:
         self._batches.append((self._recorder.stop(), self._tags))
         self._tags = []
 
-    def call(self, tag: str, traced: bool, work):
+    def call(self, tag: str, traced: bool, work, _now=time.perf_counter_ns):
         """`work()` as one observed call (a window), in a session of its own with the device's kernels when
-        `traced`; its result."""
+        `traced`; its result. A traced call's `trace_ms`: the ops' session closed, the device's opened, the device's
+        closed (its events read), the ops' opened again (ms, the worker's clock; for the acceptance's breakdown)."""
         if traced:
+            t0 = _now()
             self._close()
+            t1 = _now()
             self._open(True)
+            t2 = _now()
         self._tags.append(tag)
         try:
             return work()
         finally:
             if traced:
+                t3 = _now()
                 self._close()
+                t4 = _now()
                 self._open(False)
+                self.trace_ms = [(t1 - t0) / 1e6, (t2 - t1) / 1e6, (t4 - t3) / 1e6, (_now() - t4) / 1e6]
 
     def report(self, _attribute=attribute) -> list[dict]:
         self._close()

@@ -572,6 +572,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
                     t += time.perf_counter() - t_call
             if not compiling:
                 _note_parts(g, "check call" + first, reply)
+                g.gpu_lock.note(f"check call{first}: its device time", float(reply.get("ms") or 0.0) / 1e3)
             check_ms = float(reply.get("ms") or 0.0)
             check_min_ms = min(check_min_ms, check_ms)
             with _part(g, "verification, of a check call"):
@@ -588,11 +589,36 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
     return worst, check_ms, check_min_ms if check_min_ms < math.inf else 0.0
 
 
-def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list) -> list[dict]:
-    """The drawn call of a size's timing loop, alone in an observation with the device traced; its record."""
+TRACE_PARTS = ("ops' session closed", "device's session opened", "device's session closed", "ops' session reopened")
+"""A traced call's sessions in the worker (its reply's `trace_ms`, `observe.Observation.call`)."""
+
+
+def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list, whole) -> list[dict]:
+    """The drawn call of a size's timing loop, alone in an observation with the device traced; its record. Only the
+    call takes what an untimed call of the loop takes (`whole`, a draw window): opening and closing its observation
+    are the worker's host work, a session of the ops of its threads started, and stopped and its record attributed
+    (until H100 run 78 the three round trips were one draw, 146 ms at the median). Where its time goes is counted in
+    the lock's stats under "traced call" (`_note_traced`)."""
+    t = time.perf_counter()
     _watch(g, g.conn, True)
-    timed.append((_cand_call(g, sz, seed, keep_inputs=False, tag="timed", trace=True)["idx"], seed))
-    return _watch(g, g.conn, False)
+    opened = time.perf_counter() - t
+    with whole(label="traced call"):
+        reply = _cand_call(g, sz, seed, keep_inputs=False, tag="timed", trace=True)
+    timed.append((reply["idx"], seed))
+    t = time.perf_counter()
+    record = _watch(g, g.conn, False)
+    _note_traced(g, reply, opened, time.perf_counter() - t)
+    return record
+
+
+def _note_traced(g: _Grade, reply: dict, opened: float = 0.0, closed: float = 0.0) -> None:
+    """A traced call's parts in the device lock's stats: the worker's parts of the call and of its sessions, and the
+    round trips that open and close its observation (0: it was traced inside the size's own, a warm-up call)."""
+    _note_parts(g, "traced call", reply)
+    _note_parts(g, "traced call", {"parts_ms": reply.get("trace_ms")}, TRACE_PARTS)
+    if opened or closed:
+        g.gpu_lock.note("traced call: observation opened (round trip)", opened)
+        g.gpu_lock.note("traced call: observation closed and reported (round trip)", closed)
 
 
 def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_ms: float, reopen: bool = False
@@ -636,6 +662,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
                 _expert_call(g, expert, sz, seed)
             with whole(label="traced call" if trace_at == w else "warm-up call"):
                 reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup", trace=trace_at == w)
+            if trace_at == w:
+                _note_traced(g, reply)
             traced = traced or trace_at == w
             timed.append((reply["idx"], seed))
             _give_way(g, kind)
@@ -651,8 +679,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
         for r in range(max_reps):
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "time", r))
             if trace_at == eff.warmup_pairs + r:  # the drawn call: observed and traced, never timed
-                with whole(label="traced call"):
-                    observed.extend(_traced_call(g, sz, seed, timed))
+                observed.extend(_traced_call(g, sz, seed, timed, whole))
                 traced = True
                 continue
             if paired:
@@ -677,9 +704,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
                 break
             _give_way(g, kind)
         if not traced:  # the draw fell past the loop's end, or on a warm-up pair a slow candidate skipped
-            with whole(label="traced call"):
-                seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "traced"))
-                observed.extend(_traced_call(g, sz, seed, timed))
+            seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "traced"))
+            observed.extend(_traced_call(g, sz, seed, timed, whole))
         watched = None
         if mark is not None:  # the pair is named, every other process reported (other loops' too, interleaved)
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
@@ -1428,7 +1454,7 @@ def _note_parts(g: _Grade, purpose: str, reply: dict, parts: tuple = ("park", "i
     """Count a worker's reply's `parts_ms` (where its side of a request went) in the device lock's stats under
     "`purpose`: part", beside the parent's round trip, where it says (the acceptance's breakdown of check work)."""
     got = reply.get("parts_ms")
-    if isinstance(got, list) and len(got) == len(parts):
+    if isinstance(got, list) and len(got) == len(parts) and all(type(ms) in (int, float) for ms in got):
         for name, ms in zip(parts, got):
             g.gpu_lock.note(f"{purpose}: {name}", float(ms) / 1e3)
     if isinstance(reply.get("parent_ms"), (int, float)):

@@ -680,7 +680,9 @@ class Worker:
                 # where the worker's span went (ms): park a thread, draw inputs, the timed call (host), the
                 # interpreter check, the rest (launch counts, L2, the output's metadata)
                 "parts_ms": [(t_parked - t_begin) / 1e6, (t_ready - t_parked) / 1e6, (t_timed - t_ready) / 1e6,
-                             (t_checked - t_timed) / 1e6, (_now() - t_checked) / 1e6]}, None
+                             (t_checked - t_timed) / 1e6, (_now() - t_checked) / 1e6],
+                # a traced call's sessions (`observe.Observation.call`): where its "timed call" part went
+                "trace_ms": watch.trace_ms if watch is not None and msg.get("trace") is True else None}, None
 
     def _drawn_behind(self, fill, poison):
         """A call's draw and its poison, to queue behind its closed gate: the poison's memory goes back to the

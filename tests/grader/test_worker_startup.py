@@ -377,6 +377,16 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     others = after.get("check call: call", (0, 0))[0] - before.get("check call: call", (0, 0))[0]
     calls = service.effort.check_calls
     assert (firsts, others) == (len(r.sizes) - 1, len(r.sizes) * calls - len(r.sizes)), (firsts, others, calls)
+    # each size's traced call broken down: the worker's parts of the call and of its sessions, and the round trips
+    # that open and close its own observation (no warm-up pairs on the CPU: it is always one of the loop's calls)
+    for part in ("traced call: call", "traced call: round trip", "traced call: ops' session closed",
+                 "traced call: device's session opened", "traced call: device's session closed",
+                 "traced call: ops' session reopened", "traced call: observation opened (round trip)",
+                 "traced call: observation closed and reported (round trip)"):
+        assert after[part][0] - before.get(part, (0, 0.0))[0] == len(r.sizes), (part, after[part])
+    assert after["traced call: round trip"][1] > before.get("traced call: round trip", (0, 0.0))[1]
+    assert after["check call, a size's first: its device time"][0] > before.get(
+        "check call, a size's first: its device time", (0, 0))[0]
     warmed = ("expert warm-up: call", "expert warm-up, compiling: call")  # its first at a size in its worker compiles
     assert sum(after.get(k, (0, 0.0))[0] - before.get(k, (0, 0.0))[0] for k in warmed) == len(r.sizes), after
     # with `Effort.check_windows` each piece of check work takes a check window (one purpose for all), and the timed
