@@ -217,13 +217,14 @@ class DeviceLock:
         `stats()`."""
         return self._take("shared", purpose)
 
-    def check(self, purpose: str = "", label: str = ""):
+    def check(self, purpose: str = "", label: str = "", whole: bool = True):
         """One piece of check work beside the timing loops: a place of kind `loop` (never beside `exclusive`) and
         in it a draw window (never beside a `device` window), counted apart from the loops' own draws. Never
         taken inside a loop's hold or a window: a second place behind a waiter of another kind would wait for
         itself. `purpose` names the hold in `stats()`; `label` its work, where device windows wait on it (else
-        `purpose`)."""
-        return self._take("loop", purpose, draw="check", label=label)
+        `purpose`). Not `whole`: the place alone, in which the holder takes its own draw windows
+        (`window("draw", stat="check", ...)`: a gated check call's two, `session._check_call`)."""
+        return self._take("loop", purpose, draw="check" if whole else "", label=label)
 
     def exclusive(self):
         """A timing loop that holds the device alone for the whole size."""

@@ -82,8 +82,8 @@ class WorkerConn:
     """The sizes an expert's worker has been called at (`session._expert_warmup`): its first call at one compiles."""
 
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None,
-                window=None, patience_s: float = timing.GATE_PATIENCE_S, whole: bool = False
-                ) -> tuple[dict, bytes, float]:
+                window=None, patience_s: float = timing.GATE_PATIENCE_S, whole: bool = False,
+                read_whole: bool = False) -> tuple[dict, bytes, float]:
         """Send one message (with an optional raw payload, or a descriptor to lend) and wait for its reply;
         returns (reply, payload, parent_ms). A gated call is let through its gate in two windows when `window`
         is given (grader.devicelock): `window("draw")` from its message to the worker's "drawn" (its untimed
@@ -91,8 +91,11 @@ class WorkerConn:
         device is this call's alone). Between the two it launches behind its closed gate, in no window; its
         reply is read after both. `patience_s`: how long its launch may take before the parent opens its gate
         anyway (`_let_through`). `whole`: one `window("device")` from the message to "done" instead, as before
-        grader 0.13.0 (no other worker's gate is closed meanwhile). A call asked to be gated of a worker that has no
-        gate is one `window("device")`, message to reply."""
+        grader 0.13.0 (no other worker's gate is closed meanwhile). `read_whole`: its reply is read inside the
+        window of its opening, not after it, so what the worker does after "done" (its second synchronise, the
+        interpreter's check) is over before that window is given back, as a timed pair's candidate's is
+        (`let_through_together`). A call asked to be gated of a worker that has no gate is one `window("device")`,
+        message to reply."""
         self.sock.settimeout(max(timeout_s, 0.001))
         cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
         gated = bool(msg.get("gated")) and self.gate is not None
@@ -103,7 +106,7 @@ class WorkerConn:
                 with window("device"):
                     ended, gate_record = self._gated(msg, payload, fd, cap, None, patience_s)
             else:
-                ended, gate_record = self._gated(msg, payload, fd, cap, window, patience_s)
+                ended, gate_record = self._gated(msg, payload, fd, cap, window, patience_s, read_whole)
         elif msg.get("gated") and window is not None:
             with window("device"):
                 self._send(msg, payload, fd)
@@ -124,13 +127,13 @@ class WorkerConn:
         else:
             wire.send(self.sock, msg, payload)
 
-    def _gated(self, msg: dict, payload: bytes, fd: int | None, cap: int, window, patience_s: float
-               ) -> tuple[tuple[dict, bytes] | None, dict]:
+    def _gated(self, msg: dict, payload: bytes, fd: int | None, cap: int, window, patience_s: float,
+               read_whole: bool = False) -> tuple[tuple[dict, bytes] | None, dict]:
         """The parent's side of a gated call: send it inside its draw window and wait for "drawn", then let it
         through its gate (`_let_through`) inside its device window. A call that draws its inputs behind its gate
         (`fill_behind` in its message: it does no device work before "drawn") takes no draw window. Returns (the
         reply, when the call ended without reaching "done": an error; else None) and what the reply gains
-        (`_through`)."""
+        (`_through`); `read_whole`: the reply itself, read inside the window of the gate's opening."""
         no_window = contextlib.nullcontext
         device_window = (lambda: window("device")) if window is not None else no_window
         draws = window is not None and not msg.get("fill_behind")
@@ -138,10 +141,10 @@ class WorkerConn:
             held = self._hold_at_gate(msg, payload, fd, cap)
             if held.first is not None:  # its gate would not close: the call runs whole in this draw window, or
                 # (drawing behind its gate) in a device window from here
-                return self._let_through(cap, held, no_window if draws else device_window, patience_s)
+                return self._let_through(cap, held, no_window if draws else device_window, patience_s, read_whole)
         if held.ended is not None:
             return held.ended, {}
-        return self._let_through(cap, held, device_window, patience_s)
+        return self._let_through(cap, held, device_window, patience_s, read_whole)
 
     def _hold_at_gate(self, msg: dict, payload: bytes, fd: int | None, cap: int) -> "_AtGate":
         """Send a gated call and read its first frame: "drawn" (its gate is closed), "queued" (its gate would not
@@ -173,15 +176,18 @@ class WorkerConn:
                 return
             held.first = first
 
-    def _let_through(self, cap: int, held: "_AtGate", device_window, patience_s: float
+    def _let_through(self, cap: int, held: "_AtGate", device_window, patience_s: float, read_whole: bool = False
                      ) -> tuple[tuple[dict, bytes] | None, dict]:
         """Wait for the call's "queued" (`_await_queued`), then take the device window and let it through
-        (`_through`). Returns as `_gated`."""
+        (`_through`), and with `read_whole` read its reply there too. Returns as `_gated`."""
         self._await_queued(cap, held, patience_s)
         if held.ended is not None:
             return held.ended, {}
         with device_window():
-            return self._through(cap, held)
+            ended, record = self._through(cap, held)
+            if read_whole and ended is None:
+                return self._reply_after(cap, None, record), {}
+            return ended, record
 
     def _through(self, cap: int, held: "_AtGate") -> tuple[tuple[dict, bytes] | None, dict]:
         """Inside the call's device window: open its gate and wait for "done". Returns as `_gated`, and what the

@@ -141,6 +141,15 @@ class Effort:
     run 73 measured it slower than run 71 without it (1,774 against 1,916 per GPU-hour), its boots longer the more
     ran at once (reference 11.0 s, expert 11.2 s at the median, against 7.0 and 5.0; the acceptance's
     `--with start_ahead`)."""
+    gated_first_check: bool = False
+    """A size's first check call goes through the candidate's launch gate (not the attempt's first call, which holds
+    nothing): a check place (`DeviceLock.check(whole=False)`) and in it two draw windows, its preparation up to its
+    closed gate and its gate's opening up to its reply, read whole inside it (`WorkerConn.request(read_whole=True)`:
+    the inputs it keeps are copied and the interpreter checked before the window is given back). Its launch, where
+    a kernel specialised on the size compiles, holds no window, and its gate stays closed for up to
+    `FIRST_CHECK_PATIENCE_S`. Off, the call is one check window whole: H100 run 75, 286 of 138 ms (112 ms of them
+    the call's), 23% of the device windows' wait on draws. Off until a GPU run has measured it (the acceptance's
+    `--with gated_first_check`)."""
     judge_first: bool = True
     """At the grade's first size, the check calls' records are judged before the timing loop (`_grade_size`): a
     candidate that breaks a rule from its first call holds the device for no loop. Off on the CPU, whose loops of 3
@@ -562,10 +571,17 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             # A size's first call apart in the lock's stats: a kernel specialised on the size compiles there, inside
             # its check window (the expert's first call at a size, which holds nothing, took 486 ms on H200 run 66)
             first = ", a size's first" if i == 0 else ""
+            gate_it = (i == 0 and windows and g.effort.gated_first_check and g.cuda and g.conn.gate is not None
+                       and not sz.given and not compiling)
             try:
-                with _part(g, COMPILING_CALL_PART if compiling else "check call"), \
-                        contextlib.nullcontext() if compiling else hold("check window" + first, "check call" + first):
-                    reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
+                with _part(g, COMPILING_CALL_PART if compiling else "check call"):
+                    if gate_it:
+                        hold()  # the expert's worker, started before the first hold
+                        reply = _gated_check_call(g, sz, seed, "check call" + first)
+                    else:
+                        with contextlib.nullcontext() if compiling else hold("check window" + first,
+                                                                             "check call" + first):
+                            reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
             finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
                 if compiling:
                     g.phases["compile"] += time.perf_counter() - t_call
@@ -591,6 +607,29 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
 
 TRACE_PARTS = ("ops' session closed", "device's session opened", "device's session closed", "ops' session reopened")
 """A traced call's sessions in the worker (its reply's `trace_ms`, `observe.Observation.call`)."""
+
+
+FIRST_CHECK_PATIENCE_S = 0.3
+"""How long a gated check call's launch may take before the parent opens its gate anyway (`Effort.gated_first_check`):
+a size's first call compiles there (H100 run 75: 112 ms of the call's 138 ms window). A launch that waits for the
+device behind the closed gate (a module's first load) waits this out: the slot's time, not the device's."""
+
+
+def _gated_check_call(g: _Grade, sz: _Size, seed: int, label: str) -> dict:
+    """A check call through the candidate's launch gate (`Effort.gated_first_check`): a check place, and in it a draw
+    window from its message to its closed gate (its worker, observing the call, draws the inputs first) and one from
+    the gate's opening to its reply; its launch in neither. Its reply, checked as `_cand_call`'s."""
+    msg, fd = _call_msg(g, sz, seed, keep_inputs=True, tag="check", gated=True)
+    msg["fill_behind"] = False  # an observed call's worker draws before its gate: the parent gives the draw a window
+    lock = g.gpu_lock
+
+    def window(kind: str):
+        return lock.window("draw", stat="check", label=f"check window: {label}, gated, "
+                                                       f"{'drawn' if kind == 'draw' else 'let through'}")
+    with _hold(g, "check", f"check window, gated: {label}", whole=False):
+        reply, _, parent_ms = g.conn.request(msg, g.remaining(), fd=fd, window=window,
+                                             patience_s=FIRST_CHECK_PATIENCE_S, read_whole=True)
+    return _cand_reply(g, sz, reply, parent_ms)
 
 
 def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list, whole) -> list[dict]:
@@ -927,12 +966,12 @@ def _window(g: _Grade, kind: str, label: str = ""):
 
 
 @contextlib.contextmanager
-def _hold(g: _Grade, kind: str, purpose: str = "", label: str = ""):
+def _hold(g: _Grade, kind: str, purpose: str = "", label: str = "", whole: bool = True):
     """The device lock, of any kind (`shared` and `check` name their `purpose` for the lock's stats, `check` its
-    work's `label`); time spent waiting for it is not the attempt's."""
+    work's `label`, and with `whole` off is the place alone); time spent waiting for it is not the attempt's."""
     t = time.monotonic()
-    with (g.gpu_lock.check(purpose, label) if kind == "check" else g.gpu_lock.shared(purpose) if kind == "shared"
-          else getattr(g.gpu_lock, kind)()):
+    with (g.gpu_lock.check(purpose, label, whole) if kind == "check" else g.gpu_lock.shared(purpose)
+          if kind == "shared" else getattr(g.gpu_lock, kind)()):
         g.waited_s += time.monotonic() - t
         yield
 

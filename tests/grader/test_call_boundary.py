@@ -241,6 +241,57 @@ def test_the_parent_lets_a_gated_call_through_in_a_draw_window_then_a_device_win
     conn.gate.close()
 
 
+def test_a_gated_call_read_whole_gives_its_window_back_only_after_its_reply():
+    """`read_whole` (`Effort.gated_first_check`): the reply of a gated call is read inside the window of its gate's
+    opening, so what the worker does after "done" (its second synchronise, the interpreter's check) is over before
+    that window is given back; without it, the window ends at "done". A second "done" in place of the reply is
+    forged either way."""
+    import contextlib
+    import socket
+    import threading
+    import time as _time
+
+    from grader import timing, wire
+    from grader.launcher import WorkerConn
+
+    ours, theirs = socket.socketpair()
+    conn = WorkerConn(sock=ours, audit=ours, pid=0, gate=wire.GateWord())
+    drawn, queued, done = (wire.GATE_FRAMES[k] for k in ("drawn", "queued", "done"))
+    ok = {"ok": True, "ms": 0.01}
+    events = []
+
+    @contextlib.contextmanager
+    def window(kind):
+        yield
+        events.append((kind, "out", _time.perf_counter()))
+
+    def worker(reply):
+        wire.recv(theirs, 0)
+        for frame in (drawn, queued, done):
+            wire.send(theirs, frame)
+        _time.sleep(5 * timing.GATE_PATIENCE_S)  # after "done": the worker's own checks
+        events.append(("reply sent", _time.perf_counter()))
+        wire.send(theirs, reply)
+
+    for read_whole in (False, True):
+        events.clear()
+        t = threading.Thread(target=worker, args=(ok,))
+        t.start()
+        reply, _, _ = conn.request({"op": "call", "gated": True}, 5.0, window=window, read_whole=read_whole)
+        t.join()
+        assert reply["ok"] and reply["stalled"] is False and reply["window_ms"] > 0, reply
+        sent = next(e[1] for e in events if e[0] == "reply sent")
+        device_out = next(e[2] for e in events if e[0] == "device")
+        assert [e[0] for e in events if e[0] in ("draw", "device")] == ["draw", "device"], events
+        assert (device_out >= sent) is read_whole, (read_whole, events)
+    t = threading.Thread(target=worker, args=(done,))
+    t.start()
+    with pytest.raises(wire.FrameError):
+        conn.request({"op": "call", "gated": True}, 5.0, window=window, read_whole=True)
+    t.join()
+    conn.gate.close()
+
+
 def test_a_call_whose_device_time_overruns_the_parents_window_said_done_early():
     from grader.session import WINDOW_SLACK_MS, window_holds
 

@@ -559,6 +559,34 @@ def test_check_windows_run_beside_loops_and_their_draws_never_beside_a_device_wi
     assert stats["shared_s"] == 0.0
 
 
+def test_a_check_place_not_whole_holds_no_draw_but_the_ones_its_holder_takes():
+    """`DeviceLock.check(whole=False)` (a gated check call, `Effort.gated_first_check`): a place of kind `loop` and no
+    draw, so a device window comes in beside it; the draws its holder takes in it count as check windows, by label."""
+    import threading
+
+    from grader.devicelock import DeviceLock
+
+    lock = DeviceLock()
+    with lock.check("gated piece", whole=False):
+        got = threading.Event()
+
+        def device_window():
+            with lock.loop(), lock.window("device"):
+                got.set()
+        t = threading.Thread(target=device_window)
+        t.start()
+        assert got.wait(5.0), lock.state()  # the place alone holds no draw
+        t.join()
+        for part in ("drawn", "let through"):
+            with lock.window("draw", stat="check", label=f"check window: call, gated, {part}"):
+                pass
+    stats = lock.stats()
+    assert stats["check_windows"] == 2 and stats["purposes"]["gated piece"][0] == 1, stats
+    assert set(stats["draws_by"]) == {"check window: call, gated, drawn", "check window: call, gated, let through"}
+    with lock.check("whole piece"):  # whole, as before: its draw is held until it is given back
+        assert lock.state()["windows"]["draw"] == 1
+
+
 def test_draw_windows_run_beside_each_other_never_beside_a_device_window_and_take_turns_in_the_order_asked():
     """Inside the loops' hold (grader/devicelock.py): many threads taking draw and device windows at random; no
     device window ever overlaps another window of either kind, draws did overlap one another, and every thread got
