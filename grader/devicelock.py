@@ -223,7 +223,7 @@ class DeviceLock:
         taken inside a loop's hold or a window: a second place behind a waiter of another kind would wait for
         itself. `purpose` names the hold in `stats()`; `label` its work, where device windows wait on it (else
         `purpose`). Not `whole`: the place alone, in which the holder takes its own draw windows
-        (`window("draw", stat="check", ...)`: a gated check call's two, `session._check_call`)."""
+        (`window("draw", stat="check", ...)`: a gated check call's two, `session._gated_check_call`)."""
         return self._take("loop", purpose, draw="check" if whole else "", label=label)
 
     def exclusive(self):

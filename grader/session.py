@@ -576,7 +576,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             try:
                 with _part(g, COMPILING_CALL_PART if compiling else "check call"):
                     if gate_it:
-                        hold()  # the expert's worker, started before the first hold
+                        hold()  # not entered: it starts the expert's worker, as before any first hold
                         reply = _gated_check_call(g, sz, seed, "check call" + first)
                     else:
                         with contextlib.nullcontext() if compiling else hold("check window" + first,
