@@ -36,6 +36,7 @@ from bench.grade_corpus import adversarial_requests, demo_requests, expert_reque
 from bench.hostwatch import HostWatch, memory_by_kind  # noqa: E402
 from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E402
 from grader.labels import point_label  # noqa: E402
+from grader.timing import median, median_ci  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
 ROUNDS = ((("demo", 1), ("cuda_l1", 1)),
@@ -199,6 +200,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         if d:
             lines.append(f"  {name}\t{len(d)}\t{statistics.median(d):.4f}\t{pct(d, 0.95):.4f}\t{max(d):.4f}")
     big = [x for lo, hi, name in BUCKETS_MS if lo >= 0.02 for x in deltas.get(name, [])]
+    lines += fewer_pairs_lines(list(honest.values()) + list(experts.values()), results)
     lines.append("== verdict")
     lines.append(f"  GPU-only cheats floored in every repeat\t{n_cheat_floored}/{len(cheats)} "
                  f"({n_cheat_full} with 3 repeats)")
@@ -256,6 +258,55 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         if watched:
             lines.extend(watch_lines(watched))
     return "\n".join(lines)
+
+
+FEWER_PAIRS = ((20, 0.01), (14, 0.01), (10, 0.01), (10, 0.015), (8, 0.015), (6, 0.02))
+"""(least pairs, interval half-width target) of the loops `fewer_pairs_lines` replays: none wants more than the
+grader's GPU default (20, 0.01), so each is a cut of the pairs a run made."""
+
+
+def cut_at(logs: list[float], min_reps: int, target: float) -> int:
+    """How many of a size's timed pairs (`logs`, in the order made) a loop of at least `min_reps` pairs, stopping once
+    the ~95% interval of their median is within `target` either side, would have made: the first such count, else
+    all of them (the loop that made them stopped there by its budget, the clip or its most pairs)."""
+    for n in range(min_reps, len(logs)):
+        lo, hi = median_ci(logs[:n])
+        if (hi - lo) / 2 <= target:
+            return n
+    return len(logs)
+
+
+def fewer_pairs_lines(repeats: list[list[GradeResult]], results: list[GradeResult]) -> list[str]:
+    """What fewer timed pairs would have given, replayed on the pairs each size made (`loop["log2_pairs"]`): per loop
+    of `FEWER_PAIRS`, the share of the run's timed pairs it makes, and the repeat precision of the honest kernels and
+    the experts (|delta| of the median log2 between two repeats of a size, kernels of at least 20 us) from its cut.
+    The late charge and the clip are left out on every row, the first row (the default's own rule) included, so the
+    rows compare with each other, not with the verdict's line."""
+    def pairs(s) -> list[float]:
+        got = (s.loop or {}).get("log2_pairs")
+        return got if isinstance(got, list) and got else []
+
+    made = [pairs(s) for r in results for s in r.sizes if pairs(s)]
+    repeat_pairs = []
+    for rs in repeats:
+        ok = [r for r in rs if r.reward != REWARD_FLOOR]
+        for a, b in zip(ok, ok[1:]):
+            repeat_pairs += [(pairs(s1), pairs(s2)) for s1, s2 in zip(a.sizes, b.sizes)
+                             if pairs(s1) and pairs(s2) and s1.cand_ms and s2.cand_ms
+                             and min(s1.cand_ms, s2.cand_ms) >= 0.02]
+    if not made or not repeat_pairs:
+        return []
+    lines = ["== fewer timed pairs, replayed on each size's own pairs (the late charge and the clip left out)",
+             "  least pairs	half-width target	pairs made (share of the run's)	repeat |delta log2| median	p95"
+             "	size pairs"]
+    total = sum(len(x) for x in made)
+    for min_reps, target in FEWER_PAIRS:
+        kept = sum(cut_at(x, min_reps, target) for x in made)
+        deltas = [abs(median(a[:cut_at(a, min_reps, target)]) - median(b[:cut_at(b, min_reps, target)]))
+                  for a, b in repeat_pairs]
+        lines.append(f"  {min_reps}	{target}	{kept} ({kept / total:.0%})	{statistics.median(deltas):.4f}"
+                     f"	{pct(deltas, 0.95):.4f}	{len(deltas)}")
+    return lines
 
 
 def lock_lines(lock: dict) -> list[str]:

@@ -753,7 +753,10 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
                 "warmup_pairs": w + 1 if eff.warmup_pairs else 0,
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
                 "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
-                "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop, "ended": ended or "max pairs"}
+                "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop, "ended": ended or "max pairs",
+                # each timed pair's log2(expert ms / candidate ms), in order: what fewer pairs would have given
+                # (bench/gpu_acceptance.py `fewer_pairs_lines`)
+                "log2_pairs": [round(x, 5) for x in logs]}
         with _part(g, "observation, judged"):
             _judge_observed(g, sz, observed)  # then the timed outputs, in the loop's draw windows
         verified = _verify_timed(g, sz, timed, whole)

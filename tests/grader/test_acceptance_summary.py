@@ -203,3 +203,51 @@ def test_the_lock_lines_rank_the_work_device_windows_waited_on():
     drawn = lock_lines({**lock, "blocked_by": {}, "draws_by": {"loop draw: fetch": [3, 0.5], "check window: compare":
                                                                 [10, 2.0]}})
     assert drawn[1].endswith("\tcheck window: compare 10 (2.0 s), loop draw: fetch 3 (0.5 s)"), drawn
+
+
+def test_fewer_pairs_are_replayed_on_each_sizes_own_pairs():
+    """`cut_at` stops where a loop of fewer pairs would have (the first count past its least whose interval is that
+    narrow, else every pair made); `fewer_pairs_lines` replays each row on the pairs the sizes made and reads the
+    repeats' precision from the cuts. A floored repeat, a size under 20 us and a record without its pairs count for
+    nothing."""
+    import dataclasses
+
+    from bench.gpu_acceptance import FEWER_PAIRS, cut_at, fewer_pairs_lines
+    from grader.contract import REWARD_FLOOR, SizeResult
+
+    assert cut_at([0.5] * 30, 10, 0.01) == 10 and cut_at([0.5] * 8, 10, 0.01) == 8
+    noisy = [(-1.0) ** i for i in range(40)]  # its interval never narrows: every pair made
+    assert cut_at(noisy, 10, 0.01) == 40
+    narrowing = [(-1.0) ** i for i in range(12)] + [0.0] * 200  # narrow once the zeros outnumber the rest enough
+    n = cut_at(narrowing, 10, 0.01)
+    assert 12 < n < 212
+    from grader.timing import median_ci
+    lo, hi = median_ci(narrowing[:n])
+    lo1, hi1 = median_ci(narrowing[:n - 1])
+    assert (hi - lo) / 2 <= 0.01 < (hi1 - lo1) / 2
+
+    from grader.contract import Status, reward
+
+    rows = (RUNS / "2026-12-05-h100-run75" / "acc" / "grades.jsonl").read_text().splitlines()
+    base = next(r for r in map(GradeResult.from_json, rows) if r.status is Status.CORRECT)
+
+    def grade(logs: list[float] | None, cand_ms: float = 0.05, floored: bool = False) -> GradeResult:
+        loop = {"log2_pairs": logs} if logs is not None else {}
+        size = SizeResult(size_key="N=1", hidden=False, cand_ms=cand_ms, expert_ms=0.05, speedup=1.0, loop=loop)
+        if floored:
+            return dataclasses.replace(base, sizes=[size], status=Status.WRONG_OUTPUT, reward=REWARD_FLOOR)
+        return dataclasses.replace(base, sizes=[size], reward=reward(Status.CORRECT, [1.0]))
+
+    first, second = grade([0.50] * 30), grade([0.52] * 30)
+    repeats = [[first, second, grade([9.0] * 30, floored=True)],  # the floored repeat: no pair
+               [grade([0.1] * 30, cand_ms=0.01), grade([0.9] * 30, cand_ms=0.01)],  # under 20 us: no pair
+               [grade(None), grade(None)]]  # recorded before the pairs were: nothing
+    results = [r for rs in repeats for r in rs]
+    lines = fewer_pairs_lines(repeats, results)
+    rows = [line.split("\t") for line in lines[2:]]
+    assert len(rows) == len(FEWER_PAIRS)
+    for (min_reps, target), row in zip(FEWER_PAIRS, rows):
+        made = 5 * min_reps  # five sizes with pairs, each cut at its least (constant pairs: no width)
+        assert row[:3] == [f"  {min_reps}", str(target), f"{made} ({made / 150:.0%})"], row
+        assert row[3:] == ["0.0200", "0.0200", "1"], row
+    assert fewer_pairs_lines([[grade(None), grade(None)]], [grade(None)]) == []

@@ -365,6 +365,8 @@ def test_a_candidates_fetches_come_through_its_slots_arena_which_the_next_candid
     service.answers = AnswerPool()  # none kept: this grade's reference computes every answer it is verified on
     r = _grade(service, "through_the_arena", HONEST)
     assert r.status.value == "correct" and r.sandbox["output_arena"] == lent, (r.reason, r.sandbox)
+    # each size's timed pairs recorded in order, for the acceptance's replay of fewer pairs
+    assert all(len(s.loop["log2_pairs"]) == s.reps > 0 for s in r.sizes), [(s.reps, s.loop) for s in r.sizes]
     # and its check work is broken down in the lock's stats: the verifications' parts, the reference worker's own
     after = service.gpu_lock.stats()["purposes"]
     for part in ("verify: fetch", "verify: reference", "verify: compare", "reference worker: run",
