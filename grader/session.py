@@ -1428,12 +1428,20 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
         verdict = compare(tensors[0], ref, atol, rtol, scale)
         if verdict.reason_code is Reason.MISMATCH and math.isfinite(verdict.max_rel_err):
             # Outside the card's bound: is honest arithmetic? The expert, on the same inputs, says how far it gets.
+            # Its calls take pieces of their own, not the comparison's: its first at a size (a size's first check
+            # call's mismatch comes before the expert's warm-up) compiles, in no window, as `_check_size`'s does.
+            # In the comparison's window, that compile held every slot's timed calls off (H100 run 78: 311 of the
+            # check windows' comparisons took 40 ms on average, and run 71's 19 expert outputs 491 ms each).
+            held.close()
             with _part(g, "expert's output, for its slack"):
-                with piece(label="expert's output") if host else contextlib.nullcontext():  # its call and fetch
-                    expert_out = _expert_output(g, sz, seed, on)
-                slack = expert_slack(expert_out, ref, rtol)
+                expert = _expert_worker(g)
+                if sz.key not in expert.warmed:
+                    _expert_warmup(g, expert, sz)
+                with piece(label="expert's output"):  # its call, its fetch, and the slack's arithmetic
+                    slack = expert_slack(_expert_output(g, sz, seed, on), ref, rtol)
             if slack > 0:
-                verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
+                with contextlib.nullcontext() if host else piece(label="compare"):
+                    verdict = compare(tensors[0], ref, atol, rtol, scale, slack)
                 g.slack_used = max(g.slack_used, slack) if verdict.ok else g.slack_used
         g.gpu_lock.note("verify: compare", time.perf_counter() - t)
     if keep is not None:  # a gated answer's: kept once no window is held
