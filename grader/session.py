@@ -1400,13 +1400,15 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
     keep = None
     with contextlib.ExitStack() as held:
         kept = _kept_answer(g, sz, seed)
-        conn, gated = None, False
+        conn, gated, moved = None, False, ""
         if kept is None:  # the reference's worker gives back another size's memory now, in no window
             conn = _reference_conn(g)
+            # its last answer at another size (or none): this one allocates its memory afresh, in its window
+            moved = ", at a size new to its worker" if conn.answered != sz.key else ""
             _trim(g, conn, sz.key)
             gated = _gates_answer(g, conn, sz)
         if not gated and not (host and kept):  # on the host a kept answer is read where it is kept: no window
-            held.enter_context(piece(label="kept answer and compare" if kept else "reference"))
+            held.enter_context(piece(label="kept answer and compare" if kept else "reference" + moved))
         t = time.perf_counter()
         # Gated, the answer's device work takes a window of its own (`Effort.gated_reference`), and its copy onto this
         # device and the comparison share the next; on the host, the copy and the comparison need none.
