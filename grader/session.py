@@ -1429,7 +1429,7 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
         atol, rtol = task.card.tolerance()
         verdict = compare(tensors[0], ref, atol, rtol, scale)
         if verdict.reason_code is Reason.MISMATCH and math.isfinite(verdict.max_rel_err):
-            # Outside the card's bound: is honest arithmetic? The expert, on the same inputs, says how far it gets.
+            # Outside the card's bound: is it honest arithmetic? The expert, on the same inputs, says how far it gets.
             # Its calls take pieces of their own, not the comparison's: its first at a size (a size's first check
             # call's mismatch comes before the expert's warm-up) compiles, in no window, as `_check_size`'s does.
             # In the comparison's window, that compile held every slot's timed calls off (H100 run 78: 311 of the
