@@ -210,6 +210,17 @@ class WorkerConn:
             return ({**frame, "stalled": stalled}, blob), {}
         return None, {"stalled": stalled, "window_ms": (t_done - t_open) / 1e6, "window_ns": [t_open, t_done]}
 
+    def _settled(self, cap: int) -> tuple[dict, bytes] | None:
+        """After a gated call's "done", when its message asked for it (`Effort.settled_pairs`): read its "settled" (what
+        its thread queued as it ended is done too; its reply follows, once its interpreter is checked), None. A
+        worker that failed after "done" replies instead: that reply. Any other frame is forged."""
+        frame, blob = wire.recv(self.sock, cap)
+        if frame == wire.GATE_FRAMES["settled"]:
+            return None
+        if frame.get("gate") is not None:
+            raise wire.FrameError(f"a {frame['gate']!r} frame where a call's \"settled\" was due")
+        return frame, blob
+
     def _reply_after(self, cap: int, ended: tuple[dict, bytes] | None, record: dict) -> tuple[dict, bytes]:
         """A gated call's reply, once "done" (or its error reply, `ended`), with what its gate's record adds."""
         if ended is not None:
@@ -261,7 +272,10 @@ def let_through_together(calls: list[GatedCall], timeout_s: float, window,
     inside the window, each gate but the first is opened only once the call before it has replied whole: whatever
     that worker does after "done" (its code's thread ending, the interpreter's check, a synchronise of the whole
     device before it replies) is over before another call is timed beside it, so the device is each call's alone in
-    turn, as in a window of its own. Returns, per call, (reply, payload, parent ms) as `WorkerConn.request`, or the
+    turn, as in a window of its own. A call whose message asks for it (`settled`, `Effort.settled_pairs`) is read
+    only to its "settled" there: its thread has ended and the device is synchronised again, and its interpreter's
+    check runs beside the next call (a change it finds floors the attempt whose call it was); its reply is read after
+    the window. Returns, per call, (reply, payload, parent ms) as `WorkerConn.request`, or the
     exception its worker's channel raised: the other calls are let through and answered all the same, so no worker
     is left with a call in flight."""
     out: list = [None] * len(calls)
@@ -293,6 +307,8 @@ def let_through_together(calls: list[GatedCall], timeout_s: float, window,
                     ended, records[i] = c.conn._through(caps[i], held[i])
                     if ended is not None:
                         held[i].ended = ended
+                    elif i != live[-1] and c.msg.get("settled") is True:  # to its "settled" before the next gate
+                        held[i].ended = c.conn._settled(caps[i])                # opens; its reply after the window
                     elif i != live[-1]:  # read whole before the next gate opens
                         held[i].ended = c.conn._reply_after(caps[i], None, records[i])
                         t_end[i] = time.perf_counter_ns()

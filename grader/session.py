@@ -150,6 +150,13 @@ class Effort:
     `FIRST_CHECK_PATIENCE_S`. Off, the call is one check window whole: H100 run 75, 286 of 138 ms (112 ms of them
     the call's), 23% of the device windows' wait on draws. Off until a GPU run has measured it (the acceptance's
     `--with gated_first_check`)."""
+    settled_pairs: bool = False
+    """In a timed pair's device window (`paired_windows`), the twin's gate opens once the candidate's worker says
+    "settled" (the device synchronised again after "done", its call's thread ended), not once it has replied whole:
+    the candidate's interpreter check (3.2 ms of run 78's calls, a median of the sizes' medians) and its reply run
+    beside the twin's call instead of inside the window. What that check could find running (a thread, a hook) would
+    run there beside the twin either way; a change it finds floors the attempt, whose pairs then count for nothing.
+    Off until a GPU run has measured it (the acceptance's `--with settled_pairs`)."""
     judge_first: bool = True
     """At the grade's first size, the check calls' records are judged before the timing loop (`_grade_size`): a
     candidate that breaks a rule from its first call holds the device for no loop. Off on the CPU, whose loops of 3
@@ -1183,11 +1190,14 @@ def _timed_pair(g: _Grade, expert: WorkerConn, sz: _Size, seed: int) -> tuple[di
 
     The candidate always goes first. Whatever device work its process queued before its "done" (its launch, a side
     stream, what its last call's objects ran when dropped) is over at "done", which waits for the whole device; its
-    worker synchronises again after the call's thread has ended and the interpreter is checked, before it replies.
-    So nothing of the candidate's runs beside its twin's timed call. The twin going first would let the candidate's
+    worker synchronises again after the call's thread has ended and the interpreter is checked, before it replies
+    (`Effort.settled_pairs`: before the check, and says "settled", at which the twin goes). So nothing of the
+    candidate's runs beside its twin's timed call. The twin going first would let the candidate's
     launch, and what it starts on a stream of its own, run beside the twin's call: its own "done" waits only for
     what is still running then."""
     cmsg, _ = _call_msg(g, sz, seed, keep_inputs=False, tag="timed")
+    if g.effort.settled_pairs:  # the twin let through at the candidate's "settled", not at its reply
+        cmsg["settled"] = True
     emsg, _ = _expert_msg(g, sz, seed, gated=True)
     c_got, e_got = let_through_together([GatedCall(g.conn, cmsg), GatedCall(expert, emsg)], g.remaining(), g.window)
     twin_failed = None

@@ -632,6 +632,15 @@ class Worker:
         _storages.clear()
         caller_stream = _streams["caller"] = self._raw_stream() if self.cuda else None
         work, dest, watch, announce = (parked, self.fn, inputs), self._dest, self._watching, self._announce
+        # Asked to (`Effort.settled_pairs`), a told gated call says "settled" once the device is synchronised again
+        # after "done", before its interpreter is checked: the parent lets the pair's twin through then, and the
+        # check runs beside it (a change it finds floors the attempt). Bound before the candidate's code runs.
+        heard, say, sync = [False], announce, self.clock.sync
+        if gated and announce is not None and msg.get("settled") is True:
+            def announce(stage: str, _say=say, _heard=heard) -> None:
+                if stage == "done":
+                    _heard[0] = True
+                _say(stage)
         try:
             def timed():  # the call's window in the observation: the ops and kernels inside it are its own
                 with self._mark(_call_mark) if watch is not None else _unwatched:
@@ -646,9 +655,12 @@ class Worker:
             _streams["caller"] = None
             self._dest = None
         t_timed = _now()
+        if heard[0]:  # the device synchronised by a function bound before the call (as "done"'s was), then told
+            sync()
+            say("settled")
         changed = self._state() + ([box[2]] if box[2] else [])  # first: builtins are the candidate's until checked
-        if gated:  # what the call's thread queued as it ended (its finalisers, after "done") is over before the
-            self.clock.sync()  # reply: a pair's twin is let through only then (`launcher.let_through_together`)
+        if gated and not heard[0]:  # what the call's thread queued as it ended (its finalisers, after "done") is
+            sync()  # over before the reply: a pair's twin is let through only then (`launcher.let_through_together`)
         t_checked = _now()
         self.runner.bury(box, inputs)
         if changed:  # nothing the candidate returned is looked at: its type's methods may be replaced

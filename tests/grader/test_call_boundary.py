@@ -541,7 +541,7 @@ def test_a_timed_pair_is_let_through_one_call_after_the_other_in_one_device_wind
 
     timed = ["close", drawn, queued, "open?", done, ok]
 
-    def run_pair(script_a: list, script_b: list) -> list:
+    def run_pair(script_a: list, script_b: list, settled: bool = False) -> list:
         log.clear()
         windows.clear()
         (a, ta, pa), (b, tb, pb) = pair_of("a"), pair_of("b")
@@ -549,7 +549,8 @@ def test_a_timed_pair_is_let_through_one_call_after_the_other_in_one_device_wind
                    threading.Thread(target=worker, args=("b", tb, pb, script_b))]
         for t in threads:
             t.start()
-        got = let_through_together([GatedCall(a, {"op": "call", "gated": True, "fill_behind": True}),
+        first = {"op": "call", "gated": True, "fill_behind": True, **({"settled": True} if settled else {})}
+        got = let_through_together([GatedCall(a, first),
                                     GatedCall(b, {"op": "call", "gated": True, "fill_behind": True})], 5.0, window)
         for t in threads:
             t.join()
@@ -571,6 +572,21 @@ def test_a_timed_pair_is_let_through_one_call_after_the_other_in_one_device_wind
     assert isinstance(got[0], wire.WireError) and got[1][0]["ok"], got
     with pytest.raises(ValueError):  # only calls that draw behind their gates: the others need a draw window
         let_through_together([GatedCall(pair_of("c")[0], {"op": "call", "gated": True})], 5.0, window)
+    # asked for its "settled" (`Effort.settled_pairs`): the second gate opens at it, before the first's reply, which
+    # is read after the window whole, with what its gate's record adds
+    settled = wire.GATE_FRAMES["settled"]
+    got = run_pair(["close", drawn, queued, "open?", done, settled, "slow", ok], timed, settled=True)
+    assert windows == ["device"] and all(r[0]["ok"] and r[0]["stalled"] is False for r in got), got
+    assert 0 < got[0][0]["window_ms"] <= got[0][2], got
+    assert log.index(("a", "open")) < log.index(("b", "open")) < log.index(("a", "replied")), log
+    assert log.index(("window", "device", "out")) < log.index(("a", "replied")), log
+    # a worker that fails after "done" replies in its "settled"'s place: that reply, and the second let through
+    got = run_pair(["close", drawn, queued, "open?", done, failed], timed, settled=True)
+    assert got[0][0] == failed and got[1][0]["ok"], got
+    # a frame out of turn where "settled" is due, or a "settled" never asked for: forged, and the other answered
+    for script, asked in (([*timed[:5], done, ok], True), ([*timed[:5], settled, ok], False)):
+        got = run_pair(script, timed, settled=asked)
+        assert isinstance(got[0], wire.FrameError) and got[1][0]["ok"], (script, got)
 
 
 def test_a_worker_asleep_on_its_gate_is_woken_by_the_parents_open():

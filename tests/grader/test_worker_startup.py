@@ -713,3 +713,36 @@ def test_a_timed_pair_takes_one_device_window(service):
     pairs = sum(s.reps for s in r.sizes)
     assert pairs > 0 and taken == pairs, (taken, [(s.size_key, s.reps) for s in r.sizes])
     assert all(s.cand_ms and s.expert_ms for s in r.sizes)
+
+
+@pytest.mark.gpu
+def test_a_timed_pairs_twin_goes_at_the_candidates_settled(service, monkeypatch):
+    """`Effort.settled_pairs` on the device: the candidate's worker, asked, says "settled" after "done" and replies
+    after it, so the pair's twin is let through at it; an honest attempt still grades correct with one device window
+    per pair, and an attempt that installs a hook in its call is still floored by the check that now runs beside the
+    twin."""
+    if not service.device.startswith("cuda"):
+        pytest.skip("needs a CUDA device: a CPU worker has no launch gate, and says nothing before its reply")
+    import dataclasses
+
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, settled_pairs=True))
+    before = service.gpu_lock.stats()["windows"]
+    r = _grade(service, "settled", HONEST)
+    taken = service.gpu_lock.stats()["windows"] - before
+    assert r.status is Status.CORRECT, r.reason
+    assert taken == sum(s.reps for s in r.sizes) > 0, (taken, [(s.size_key, s.reps) for s in r.sizes])
+    r = _grade(service, "settled_hook", HOOKED_LATE)
+    assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), (r.status, r.reason)
+
+
+HOOKED_LATE = HONEST.replace("import torch\n", "import gc\nimport torch\n\n_N = [0]\n\n\n").replace(
+    "def run(x):\n", "def run(x):\n    _N[0] += 1\n    if _N[0] > 4:  # past the first size's check and warm-up calls\n"
+    "        gc.callbacks.append(lambda phase, info: None)\n")
+"""An honest softmax that hooks the collector from its fifth call on: in a timing loop's pairs on a GPU."""
+
+
+def test_a_hook_installed_in_a_timed_call_is_floored(service):
+    """The interpreter's check after a timed call finds a collector hook the call installed (on a GPU, with
+    `Effort.settled_pairs`, beside the twin: `test_a_timed_pairs_twin_goes_at_the_candidates_settled`)."""
+    r = _grade(service, "hooked_late", HOOKED_LATE)
+    assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), (r.status, r.reason)
