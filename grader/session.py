@@ -141,15 +141,16 @@ class Effort:
     run 73 measured it slower than run 71 without it (1,774 against 1,916 per GPU-hour), its boots longer the more
     ran at once (reference 11.0 s, expert 11.2 s at the median, against 7.0 and 5.0; the acceptance's
     `--with start_ahead`)."""
-    gated_first_check: bool = False
-    """A size's first check call goes through the candidate's launch gate (not the attempt's first call, which holds
-    nothing): a check place (`DeviceLock.check(whole=False)`) and in it two draw windows, its preparation up to its
-    closed gate and its gate's opening up to its reply, read whole inside it (`WorkerConn.request(read_whole=True)`:
-    the inputs it keeps are copied and the interpreter checked before the window is given back). Its launch, where
-    a kernel specialised on the size compiles, holds no window, and its gate stays closed for up to
-    `FIRST_CHECK_PATIENCE_S`. Off, the call is one check window whole: H100 run 75, 286 of 138 ms (112 ms of them
-    the call's), 23% of the device windows' wait on draws. Off until a GPU run has measured it (the acceptance's
-    `--with gated_first_check`)."""
+    gated_check_calls: bool = False
+    """A check call goes through the candidate's launch gate (not the attempt's first call, which holds nothing): a
+    check place (`DeviceLock.check(whole=False)`) and in it two draw windows, its preparation up to its closed gate
+    and its gate's opening up to its reply, read whole inside it (`WorkerConn.request(read_whole=True)`: the inputs
+    it keeps are copied and the interpreter checked before the window is given back). Its launch holds no window,
+    where a size's first call compiles a kernel specialised on the size, and its gate stays closed for up to
+    `CHECK_PATIENCE_S` (a size's first) or `LATER_CHECK_PATIENCE_S`. Off, each check call is one check window
+    whole: H100 run 75, a size's first 286 of 138 ms (112 ms of them the call's), 23% of the device windows' wait on
+    draws, and the later ones 409 of 37 ms, 6%. Off until a GPU run has measured it (the acceptance's
+    `--with gated_check_calls`)."""
     settled_pairs: bool = False
     """In a timed pair's device window (`paired_windows`), the twin's gate opens once the candidate's worker says
     "settled" (the device synchronised again after "done", its call's thread ended), not once it has replied whole:
@@ -578,13 +579,14 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             # A size's first call apart in the lock's stats: a kernel specialised on the size compiles there, inside
             # its check window (the expert's first call at a size, which holds nothing, took 486 ms on H200 run 66)
             first = ", a size's first" if i == 0 else ""
-            gate_it = (i == 0 and windows and g.effort.gated_first_check and g.cuda and g.conn.gate is not None
+            gate_it = (windows and g.effort.gated_check_calls and g.cuda and g.conn.gate is not None
                        and not sz.given and not compiling)
             try:
                 with _part(g, COMPILING_CALL_PART if compiling else "check call"):
                     if gate_it:
                         hold()  # not entered: it starts the expert's worker, as before any first hold
-                        reply = _gated_check_call(g, sz, seed, "check call" + first)
+                        reply = _gated_check_call(g, sz, seed, "check call" + first,
+                                                  CHECK_PATIENCE_S if first else LATER_CHECK_PATIENCE_S)
                     else:
                         with contextlib.nullcontext() if compiling else hold("check window" + first,
                                                                              "check call" + first):
@@ -616,16 +618,20 @@ TRACE_PARTS = ("ops' session closed", "device's session opened", "device's sessi
 """A traced call's sessions in the worker (its reply's `trace_ms`, `observe.Observation.call`)."""
 
 
-FIRST_CHECK_PATIENCE_S = 0.3
-"""How long a gated check call's launch may take before the parent opens its gate anyway (`Effort.gated_first_check`):
-a size's first call compiles there (H100 run 75: 112 ms of the call's 138 ms window). A launch that waits for the
-device behind the closed gate (a module's first load) waits this out: the slot's time, not the device's."""
+CHECK_PATIENCE_S = 0.3
+"""How long a size's first check call's launch may take, gated (`Effort.gated_check_calls`), before the parent opens
+its gate anyway: a kernel specialised on the size compiles there (H100 run 75: 112 ms of the call's 138 ms window). A
+launch that waits for the device behind the closed gate (a module's first load) waits this out: the slot's time,
+not the device's."""
+LATER_CHECK_PATIENCE_S = 0.05
+"""The same for a size's later check calls, whose kernels are compiled and loaded (run 75: 16 ms a call, observed)."""
 
 
-def _gated_check_call(g: _Grade, sz: _Size, seed: int, label: str) -> dict:
-    """A check call through the candidate's launch gate (`Effort.gated_first_check`): a check place, and in it a draw
+def _gated_check_call(g: _Grade, sz: _Size, seed: int, label: str, patience_s: float) -> dict:
+    """A check call through the candidate's launch gate (`Effort.gated_check_calls`): a check place, and in it a draw
     window from its message to its closed gate (its worker, observing the call, draws the inputs first) and one from
-    the gate's opening to its reply; its launch in neither. Its reply, checked as `_cand_call`'s."""
+    the gate's opening to its reply; its launch in neither, for up to `patience_s`. Its reply, checked as
+    `_cand_call`'s."""
     msg, fd = _call_msg(g, sz, seed, keep_inputs=True, tag="check", gated=True)
     msg["fill_behind"] = False  # an observed call's worker draws before its gate: the parent gives the draw a window
     lock = g.gpu_lock
@@ -635,7 +641,7 @@ def _gated_check_call(g: _Grade, sz: _Size, seed: int, label: str) -> dict:
                                                        f"{'drawn' if kind == 'draw' else 'let through'}")
     with _hold(g, "check", f"check window, gated: {label}", whole=False):
         reply, _, parent_ms = g.conn.request(msg, g.remaining(), fd=fd, window=window,
-                                             patience_s=FIRST_CHECK_PATIENCE_S, read_whole=True)
+                                             patience_s=patience_s, read_whole=True)
     return _cand_reply(g, sz, reply, parent_ms)
 
 

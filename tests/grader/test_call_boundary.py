@@ -242,7 +242,7 @@ def test_the_parent_lets_a_gated_call_through_in_a_draw_window_then_a_device_win
 
 
 def test_a_gated_call_read_whole_gives_its_window_back_only_after_its_reply():
-    """`read_whole` (`Effort.gated_first_check`): the reply of a gated call is read inside the window of its gate's
+    """`read_whole` (`Effort.gated_check_calls`): the reply of a gated call is read inside the window of its gate's
     opening, so what the worker does after "done" (its second synchronise, the interpreter's check) is over before
     that window is given back; without it, the window ends at "done". A second "done" in place of the reply is
     forged either way."""

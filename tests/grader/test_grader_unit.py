@@ -560,7 +560,7 @@ def test_check_windows_run_beside_loops_and_their_draws_never_beside_a_device_wi
 
 
 def test_a_check_place_not_whole_holds_no_draw_but_the_ones_its_holder_takes():
-    """`DeviceLock.check(whole=False)` (a gated check call, `Effort.gated_first_check`): a place of kind `loop` and no
+    """`DeviceLock.check(whole=False)` (a gated check call, `Effort.gated_check_calls`): a place of kind `loop` and no
     draw, so a device window comes in beside it; the draws its holder takes in it count as check windows, by label."""
     import threading
 

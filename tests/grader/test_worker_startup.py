@@ -735,6 +735,33 @@ def test_a_timed_pairs_twin_goes_at_the_candidates_settled(service, monkeypatch)
     assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), (r.status, r.reason)
 
 
+@pytest.mark.gpu
+def test_check_calls_through_their_gates_take_two_draws_each_and_still_judge(service, monkeypatch):
+    """`Effort.gated_check_calls` on the device: every check call but the attempt's first goes through the candidate's
+    gate, in a draw up to its closed gate and one from its opening to its reply; an honest attempt grades correct, a
+    wrong one is still `wrong_output`, and one that scribbles on its input still `input_mutated` (its kept inputs are
+    copied inside the second draw)."""
+    if not service.device.startswith("cuda"):
+        pytest.skip("needs a CUDA device: a CPU worker has no launch gate")
+    import dataclasses
+
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, gated_check_calls=True))
+    r = _grade(service, "gated_checks", HONEST)
+    assert r.status is Status.CORRECT, r.reason
+    draws = service.gpu_lock.stats()["draws_by"]
+    for part in ("drawn", "let through"):
+        assert draws.get(f"check window: check call, gated, {part}", [0])[0] > 0, draws
+    # each from its second call on: the attempt's first call is never gated
+    late = HONEST.replace("import torch\n", "import torch\n\n_N = [0]\n\n\n").replace(
+        "def run(x):\n", "def run(x):\n    _N[0] += 1\n")
+    unnormalised = "    return e if _N[0] > 1 else e / e.sum(-1, keepdim=True)"
+    wrong = _grade(service, "gated_checks_wrong", late.replace("    return e / e.sum(-1, keepdim=True)", unnormalised))
+    assert (wrong.status, wrong.reason_code) == (Status.WRONG_OUTPUT, Reason.MISMATCH), wrong.reason
+    scribbles = _grade(service, "gated_checks_scribbles",
+                       late.replace("    e = ", "    if _N[0] > 1:\n        x.mul_(1.5)\n    e = "))
+    assert (scribbles.status, scribbles.reason_code) == (Status.CHEAT_FLAGGED, Reason.INPUT_MUTATED), scribbles.reason
+
+
 HOOKED_LATE = HONEST.replace("import torch\n", "import gc\nimport torch\n\n_N = [0]\n\n\n").replace(
     "def run(x):\n", "def run(x):\n    _N[0] += 1\n    if _N[0] > 4:  # past the first size's check and warm-up calls\n"
     "        gc.callbacks.append(lambda phase, info: None)\n")
