@@ -555,16 +555,20 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
     windows = g.effort.check_windows
     expert, check_ms, check_min_ms = None, 0.0, math.inf
     with contextlib.ExitStack() as held:
-        def hold(purpose: str = "check window", label: str = ""):
-            """What a piece of check work takes: its own check window (counted under `purpose`, its work called
-            `label` where device windows wait on it), or nothing inside the size's one shared hold (taken at the first
-            piece). The expert's worker starts before the first (a start takes seconds)."""
+        def first_piece() -> None:
+            """Before the size's first piece of check work: the expert's worker starts (a start takes seconds), and
+            without check windows the size's one shared hold is taken."""
             nonlocal expert
             if expert is None:
                 expert = _expert_worker(g)
                 _trim(g, expert, sz.key)
                 if not windows:
                     held.enter_context(_hold(g, "shared", "check calls"))
+
+        def hold(purpose: str = "check window", label: str = ""):
+            """What a piece of check work takes: its own check window (counted under `purpose`, its work called
+            `label` where device windows wait on it), or nothing inside the size's one shared hold."""
+            first_piece()
             return _hold(g, "check", purpose, f"check window: {label or purpose}") if windows else \
                 contextlib.nullcontext()
 
@@ -584,7 +588,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             try:
                 with _part(g, COMPILING_CALL_PART if compiling else "check call"):
                     if gate_it:
-                        hold()  # not entered: it starts the expert's worker, as before any first hold
+                        first_piece()
                         reply = _gated_check_call(g, sz, seed, "check call" + first,
                                                   CHECK_PATIENCE_S if first else LATER_CHECK_PATIENCE_S)
                     else:
