@@ -636,17 +636,13 @@ def _gated_check_call(g: _Grade, sz: _Size, seed: int, label: str, patience_s: f
     window from its message to its closed gate (its worker, observing the call, draws the inputs first) and one from
     the gate's opening to its reply; its launch in neither, for up to `patience_s`. Its reply, checked as
     `_cand_call`'s."""
-    msg, fd = _call_msg(g, sz, seed, keep_inputs=True, tag="check", gated=True)
-    msg["fill_behind"] = False  # an observed call's worker draws before its gate: the parent gives the draw a window
     lock = g.gpu_lock
 
     def window(kind: str):
         return lock.window("draw", stat="check", label=f"check window: {label}, gated, "
                                                        f"{'drawn' if kind == 'draw' else 'let through'}")
     with _hold(g, "check", f"check window, gated: {label}", whole=False):
-        reply, _, parent_ms = g.conn.request(msg, g.remaining(), fd=fd, window=window,
-                                             patience_s=patience_s, read_whole=True)
-    return _cand_reply(g, sz, reply, parent_ms)
+        return _cand_call(g, sz, seed, keep_inputs=True, tag="check", through=(window, patience_s))
 
 
 def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list, whole) -> list[dict]:
@@ -1183,8 +1179,17 @@ def _given_tensors(g: _Grade, sz: _Size, seed: int, device: str | None = None) -
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's inputs could not be read: {e}") from None
 
 
-def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False) -> dict:
-    msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, tag=tag, trace=trace)
+def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False,
+               through: tuple | None = None) -> dict:
+    """The candidate's call, its reply checked. `through`: (its windows, its patience) for an untimed call let
+    through its gate and read whole (`_gated_check_call`); else a timed call takes the loop's windows."""
+    msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, tag=tag, trace=trace, gated=True if through else None)
+    if through is not None:
+        window, patience_s = through
+        msg["fill_behind"] = False  # an observed call's worker draws before its gate: the parent gives it a window
+        reply, _, parent_ms = g.conn.request(msg, g.remaining(), fd=fd, window=window, patience_s=patience_s,
+                                             read_whole=True)
+        return _cand_reply(g, sz, reply, parent_ms)
     # a traced call is a window whole (its session opens with a marker kernel): its gate opens inside that one
     reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd,
                                    window=g.window if msg["gated"] and not trace else None,
