@@ -83,7 +83,7 @@ class WorkerConn:
 
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None,
                 window=None, patience_s: float = timing.GATE_PATIENCE_S, whole: bool = False,
-                read_whole: bool = False) -> tuple[dict, bytes, float]:
+                read_whole: bool = False, released=None) -> tuple[dict, bytes, float]:
         """Send one message (with an optional raw payload, or a descriptor to lend) and wait for its reply;
         returns (reply, payload, parent_ms). A gated call is let through its gate in two windows when `window`
         is given (grader.devicelock): `window("draw")` from its message to the worker's "drawn" (its untimed
@@ -95,24 +95,28 @@ class WorkerConn:
         window of its opening, not after it, so what the worker does after "done" (its second synchronise, the
         interpreter's check) is over before that window is given back, as a timed pair's candidate's is
         (`let_through_together`). A call asked to be gated of a worker that has no gate is one `window("device")`,
-        message to reply."""
+        message to reply. `released()`: a window held from the message to the worker's "released" (`released` in
+        the message, `Effort.traced_release`: its call is over and the device synchronised), its reply read after."""
         self.sock.settimeout(max(timeout_s, 0.001))
         cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
         gated = bool(msg.get("gated")) and self.gate is not None
         t0 = time.perf_counter_ns()
-        ended = None
-        if gated:
-            if whole and window is not None:
+        ended, gate_record = None, {}
+        with released() if released is not None else contextlib.nullcontext():
+            if gated:
+                if whole and window is not None:
+                    with window("device"):
+                        ended, gate_record = self._gated(msg, payload, fd, cap, None, patience_s)
+                else:
+                    ended, gate_record = self._gated(msg, payload, fd, cap, window, patience_s, read_whole)
+            elif msg.get("gated") and window is not None:
                 with window("device"):
-                    ended, gate_record = self._gated(msg, payload, fd, cap, None, patience_s)
+                    self._send(msg, payload, fd)
+                    ended = wire.recv(self.sock, cap)
             else:
-                ended, gate_record = self._gated(msg, payload, fd, cap, window, patience_s, read_whole)
-        elif msg.get("gated") and window is not None:
-            with window("device"):
                 self._send(msg, payload, fd)
-                ended = wire.recv(self.sock, cap)
-        else:
-            self._send(msg, payload, fd)
+            if released is not None and ended is None:
+                ended = self._frame_or_reply(cap, "released")
         if gated:
             reply, payload = self._reply_after(cap, ended, gate_record)
         elif ended is not None:
@@ -210,15 +214,16 @@ class WorkerConn:
             return ({**frame, "stalled": stalled}, blob), {}
         return None, {"stalled": stalled, "window_ms": (t_done - t_open) / 1e6, "window_ns": [t_open, t_done]}
 
-    def _settled(self, cap: int) -> tuple[dict, bytes] | None:
-        """After a gated call's "done", when its message asked for it (`Effort.settled_pairs`): read its "settled" (what
-        its thread queued as it ended is done too; its reply follows, once its interpreter is checked), None. A
-        worker that failed after "done" replies instead: that reply. Any other frame is forged."""
+    def _frame_or_reply(self, cap: int, stage: str) -> tuple[dict, bytes] | None:
+        """Where its message asked the worker for a `stage` frame ("settled", `Effort.settled_pairs`, after a gated
+        call's "done"; "released", `Effort.traced_release`, after any call's end): read it (what the call's thread
+        queued as it ended is done too; its reply follows), None. A worker that failed first replies instead: that
+        reply. Any other frame is forged."""
         frame, blob = wire.recv(self.sock, cap)
-        if frame == wire.GATE_FRAMES["settled"]:
+        if frame == wire.GATE_FRAMES[stage]:
             return None
         if frame.get("gate") is not None:
-            raise wire.FrameError(f"a {frame['gate']!r} frame where a call's \"settled\" was due")
+            raise wire.FrameError(f"a {frame['gate']!r} frame where a call's {stage!r} was due")
         return frame, blob
 
     def _reply_after(self, cap: int, ended: tuple[dict, bytes] | None, record: dict) -> tuple[dict, bytes]:
@@ -308,7 +313,7 @@ def let_through_together(calls: list[GatedCall], timeout_s: float, window,
                     if ended is not None:
                         held[i].ended = ended
                     elif i != live[-1] and c.msg.get("settled") is True:  # to its "settled" before the next gate
-                        held[i].ended = c.conn._settled(caps[i])                # opens; its reply after the window
+                        held[i].ended = c.conn._frame_or_reply(caps[i], "settled")  # opens; its reply after the window
                     elif i != live[-1]:  # read whole before the next gate opens
                         held[i].ended = c.conn._reply_after(caps[i], None, records[i])
                         t_end[i] = time.perf_counter_ns()

@@ -157,7 +157,21 @@ class Effort:
     the candidate's interpreter check (3.2 ms of run 78's calls, a median of the sizes' medians) and its reply run
     beside the twin's call instead of inside the window. What that check could find running (a thread, a hook) would
     run there beside the twin either way; a change it finds floors the attempt, whose pairs then count for nothing.
-    Off until a GPU run has measured it (the acceptance's `--with settled_pairs`)."""
+    Off until a GPU run has measured it (the acceptance's `--with settled_pairs`). H200 runs 79 (with it and
+    `gated_check_calls`) and 80 (without both), one card, round 1 only: 60 attempts in 150 s each."""
+    traced_release: bool = False
+    """A size's traced call holds its draw window only up to its worker's "released" (the call over, the device
+    synchronised again: `WorkerConn.request(released=...)`), not up to its reply: the device's session closes (its
+    kernels' records read) and the interpreter is checked in no window. H200 run 80: 112 traced calls held draws of
+    219 ms at the mean, 126 ms of them that close, and held off device windows longest of any draw (17.1 s, 25% of
+    their wait on draws). Off until a GPU run has measured it (the acceptance's `--with traced_release`)."""
+    stalled_one_pair: bool = False
+    """`slow_loops`' one-pair stop also for a pair whose candidate's call was let through its gate (stalled, so timed
+    with its host's waits), when that call less `STALL_ALLOWANCE_MS` still lies past the clip by
+    `ONE_PAIR_CLIP_MARGIN_LOG2`, and the size's fastest check call past it too (`clip_witnessed`). H200 run 80: all 20
+    sizes stopped at the clip had every one of their 5 pairs let through, each size's pairs within 0.3 of each
+    other in log2, and their pairs held 16.5 s of device windows; 9 of them lay past the stop with the allowance.
+    Off until a GPU run has measured it (the acceptance's `--with stalled_one_pair`)."""
     judge_first: bool = True
     """At the grade's first size, the check calls' records are judged before the timing loop (`_grade_size`): a
     candidate that breaks a rule from its first call holds the device for no loop. Off on the CPU, whose loops of 3
@@ -647,20 +661,30 @@ def _gated_check_call(g: _Grade, sz: _Size, seed: int, label: str, patience_s: f
 
 def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list, whole) -> list[dict]:
     """The drawn call of a size's timing loop, alone in an observation with the device traced; its record. Only the
-    call takes what an untimed call of the loop takes (`whole`, a draw window): opening and closing its observation
-    are the worker's host work, a session of the ops of its threads started, and stopped and its record attributed
+    call takes what an untimed call of the loop takes (`whole`, a draw window; `_traced`): opening and closing its
+    observation are the worker's host work, a session of the ops of its threads started, and stopped and its record
+    attributed
     (until H100 run 78 the three round trips were one draw, 146 ms at the median). Where its time goes is counted in
     the lock's stats under "traced call" (`_note_traced`)."""
     t = time.perf_counter()
     _watch(g, g.conn, True)
     opened = time.perf_counter() - t
-    with whole(label="traced call"):
-        reply = _cand_call(g, sz, seed, keep_inputs=False, tag="timed", trace=True)
+    reply = _traced(g, sz, seed, "timed", whole)
     timed.append((reply["idx"], seed))
     t = time.perf_counter()
     record = _watch(g, g.conn, False)
     _note_traced(g, reply, opened, time.perf_counter() - t)
     return record
+
+
+def _traced(g: _Grade, sz: _Size, seed: int, tag: str, whole) -> dict:
+    """The candidate's traced call in a draw window (`whole`, labelled "traced call"): the whole request, or with
+    `Effort.traced_release` up to its worker's "released", so the device's session closes in no window."""
+    if g.effort.traced_release:
+        return _cand_call(g, sz, seed, keep_inputs=False, tag=tag, trace=True,
+                          released=lambda: whole(label="traced call"))
+    with whole(label="traced call"):
+        return _cand_call(g, sz, seed, keep_inputs=False, tag=tag, trace=True)
 
 
 def _note_traced(g: _Grade, reply: dict, opened: float = 0.0, closed: float = 0.0) -> None:
@@ -712,10 +736,12 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "warmup", w))
             with whole(label="warm-up call"):
                 _expert_call(g, expert, sz, seed)
-            with whole(label="traced call" if trace_at == w else "warm-up call"):
-                reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup", trace=trace_at == w)
             if trace_at == w:
+                reply = _traced(g, sz, seed, "warmup", whole)
                 _note_traced(g, reply)
+            else:
+                with whole(label="warm-up call"):
+                    reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup")
             traced = traced or trace_at == w
             timed.append((reply["idx"], seed))
             _give_way(g, kind)
@@ -750,8 +776,9 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(log2_speedup(e["ms"], c["ms"]))
-            ended = _enough(g, logs, t_size, check_min_ms, exp_ms) or ("one pair" if one_pair_ends_size(slow, c, e)
-                                                                        else None)
+            witnessed = eff.stalled_one_pair and clip_witnessed(check_min_ms, exp_ms)
+            ended = _enough(g, logs, t_size, check_min_ms, exp_ms) or ("one pair" if one_pair_ends_size(
+                slow, c, e, witnessed) else None)
             if ended:
                 break
             _give_way(g, kind)
@@ -839,16 +866,30 @@ let through its gate, after the check calls and a warm-up pair at the size: no d
 ratio by four times."""
 
 
-def one_pair_ends_size(slow: bool, cand: dict, twin: dict) -> bool:
+STALL_ALLOWANCE_MS = 100.0
+"""What a call let through its gate may owe to its host's waits, in `Effort.stalled_one_pair`'s stop: four times the
+most seen of an honest kernel (H200 run 50: 0.16 ms timed at 25 ms; run 61: 0.25 ms at 17 ms)."""
+
+
+def one_pair_ends_size(slow: bool, cand: dict, twin: dict, stalled_witnessed: bool = False) -> bool:
     """One timed pair (the candidate's and the twin's replies) lies so far below the clip that more pairs cannot lift
     the size's clipped speedup: the candidate `slow` at the size (its last check call and warm-up call), this pair's
     call slow too (another slot's side stream let into one window cannot make a fast kernel look slow in all three),
     neither call let through its gate (a call let through times its host's waits too: H200 run 50 timed an honest
     0.16 ms kernel at 25 ms so, and clipped it; every slow demo candidate's calls are let through, and stop by
-    `Effort.clip_reps`)."""
-    if not slow or cand.get("stalled") or twin.get("stalled") or cand["ms"] < SLOW_CALL_MS:
+    `Effort.clip_reps`). `stalled_witnessed` (`Effort.stalled_one_pair`, and the size's fastest check call past the
+    clip): a candidate's call let through counts too, less `STALL_ALLOWANCE_MS`; a twin's let through only ever
+    lengthens the expert's side, which lifts the ratio."""
+    if not slow or cand["ms"] < SLOW_CALL_MS:
         return False
-    return log2_speedup(twin["ms"], cand["ms"]) < math.log2(SPEEDUP_CLIP[0]) - ONE_PAIR_CLIP_MARGIN_LOG2
+    cand_ms = cand["ms"]
+    if cand.get("stalled") or twin.get("stalled"):
+        if not stalled_witnessed:
+            return False
+        cand_ms -= STALL_ALLOWANCE_MS if cand.get("stalled") else 0.0
+        if cand_ms <= 0:
+            return False
+    return log2_speedup(twin["ms"], cand_ms) < math.log2(SPEEDUP_CLIP[0]) - ONE_PAIR_CLIP_MARGIN_LOG2
 
 
 def log2_speedup(expert_ms: float, cand_ms: float) -> float:
@@ -1180,10 +1221,13 @@ def _given_tensors(g: _Grade, sz: _Size, seed: int, device: str | None = None) -
 
 
 def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False,
-               through: tuple | None = None) -> dict:
+               through: tuple | None = None, released=None) -> dict:
     """The candidate's call, its reply checked. `through`: (its windows, its patience) for an untimed call let
-    through its gate and read whole (`_gated_check_call`); else a timed call takes the loop's windows."""
+    through its gate and read whole (`_gated_check_call`); else a timed call takes the loop's windows. `released()`:
+    the window a traced call holds up to its worker's "released" (`Effort.traced_release`)."""
     msg, fd = _call_msg(g, sz, seed, keep_inputs=keep_inputs, tag=tag, trace=trace, gated=True if through else None)
+    if released is not None:
+        msg["released"] = True
     if through is not None:
         window, patience_s = through
         msg["fill_behind"] = False  # an observed call's worker draws before its gate: the parent gives it a window
@@ -1193,7 +1237,7 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, tra
     # a traced call is a window whole (its session opens with a marker kernel): its gate opens inside that one
     reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd,
                                    window=g.window if msg["gated"] and not trace else None,
-                                   whole=not g.effort.split_window)
+                                   whole=not g.effort.split_window, released=released)
     return _cand_reply(g, sz, reply, parent_ms)
 
 
@@ -1671,8 +1715,10 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
             g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
             raise RuntimeError(f"sent {len(tensors)} tensors")
+        new_size = conn.answered != sz.key  # its parts counted apart: H200 run 80 held 215 ms a window for these
         conn.trimmed = conn.answered = sz.key  # the worker's memory is this size's now
-        _note_parts(g, "reference worker", reply, ("empty cache", "inputs", "run", "check", "write"))
+        _note_parts(g, "reference worker" + (", at a size new to it" if new_size else ""), reply,
+                    ("empty cache", "inputs", "run", "check", "write"))
         # What keeping the answer saves the next attempt (`AnswerPool.put`), on this side's clock: the window it held
         # (ungated: the whole request, taken in the caller's window; gated: the gate's opening to "done").
         cost_s = reply["window_ms"] / 1e3 if window is not None and "window_ms" in reply else time.perf_counter() - t
@@ -1701,8 +1747,8 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
 
 
 def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None, window=None,
-             whole: bool = False) -> tuple[dict, bytes, float]:
-    return conn.request(msg, remaining(), payload, fd, window=window, whole=whole)
+             whole: bool = False, released=None) -> tuple[dict, bytes, float]:
+    return conn.request(msg, remaining(), payload, fd, window=window, whole=whole, released=released)
 
 
 def _offer(cache: compile_cache.CompileCache, source: str, env: compile_cache.BuildEnv) -> tuple[list, bytes]:

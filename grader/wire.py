@@ -234,11 +234,13 @@ def memfd_digest(fd: int, described: object) -> str:
 # ---- a launch gate's word: one page lent to a timing worker, which its stream waits on ----
 
 GATE_FRAMES = {"drawn": {"gate": "drawn"}, "queued": {"gate": "queued"}, "done": {"gate": "done"},
-               "settled": {"gate": "settled"}}
+               "settled": {"gate": "settled"}, "released": {"gate": "released"}}
 """The frames a worker sends before the reply to a gated call: its gate is closed (the call's untimed device
 work, the inputs' draw, is done), the whole call is queued behind it, then the device is done with it
 (grader.timing.DeviceClock.time_call); and, asked to (`settled` in the message, `Effort.settled_pairs`), once what
-the call's thread queued as it ended is done too, before the interpreter is checked (`Worker._call`)."""
+the call's thread queued as it ended is done too, before the interpreter is checked (`Worker._call`). Asked to
+(`released`, `Effort.traced_release`), any call, gated or not, says "released" at the same point, before its
+observation's sessions close (`Worker._call`)."""
 
 
 class Futex:

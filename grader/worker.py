@@ -641,12 +641,20 @@ class Worker:
                 if stage == "done":
                     _heard[0] = True
                 _say(stage)
+        # Asked to (`Effort.traced_release`), a call says "released" once it is over and the device synchronised
+        # again, before its observation's sessions close (a traced call's: CUPTI's records read) and its interpreter
+        # is checked: the parent's draw window for it ends there. Bound before the candidate's code runs.
+        release = msg.get("released") is True and say is not None
         try:
             def timed():  # the call's window in the observation: the ops and kernels inside it are its own
                 with self._mark(_call_mark) if watch is not None else _unwatched:
-                    return self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
-                                                settle=self.runner.settle, gated=gated, announce=announce,
-                                                prelude=prelude)
+                    got = self.clock.time_call(self.runner.go, work, snapshot=self._snapshot,
+                                               settle=self.runner.settle, gated=gated, announce=announce,
+                                               prelude=prelude)
+                if release:  # what the call's thread queued as it ended is over too
+                    sync()
+                    say("released")
+                return got
 
             box, snap, ms, host_ms, gap_ms = (timed() if watch is None else
                                               watch.call(msg.get("tag", ""), bool(msg.get("trace")), timed))

@@ -292,6 +292,70 @@ def test_a_gated_call_read_whole_gives_its_window_back_only_after_its_reply():
     conn.gate.close()
 
 
+def test_a_released_call_gives_its_window_back_at_released_and_its_reply_is_read_after():
+    """`released` (`Effort.traced_release`): the window a call holds (`released()`) ends at its worker's "released",
+    ungated or gated (after its "done"), and its reply is read after it; a worker that fails first replies in its
+    place (that reply, the window given back); any other frame where "released" is due is forged."""
+    import contextlib
+    import socket
+    import threading
+    import time as _time
+
+    from grader import timing, wire
+    from grader.launcher import WorkerConn
+
+    ours, theirs = socket.socketpair()
+    conn = WorkerConn(sock=ours, audit=ours, pid=0, gate=wire.GateWord())
+    drawn, queued, done, released = (wire.GATE_FRAMES[k] for k in ("drawn", "queued", "done", "released"))
+    ok = {"ok": True, "ms": 0.01}
+    events = []
+
+    @contextlib.contextmanager
+    def held():
+        events.append(("in", _time.perf_counter()))
+        yield
+        events.append(("out", _time.perf_counter()))
+
+    def worker(frames):
+        wire.recv(theirs, 0)
+        for frame in frames:
+            if frame is None:  # after "released": the sessions' close, the interpreter's check
+                _time.sleep(5 * timing.GATE_PATIENCE_S)
+                events.append(("reply sent", _time.perf_counter()))
+            else:
+                wire.send(theirs, frame)
+
+    def call(frames, gated):
+        events.clear()
+        t = threading.Thread(target=worker, args=(frames,))
+        t.start()
+        try:
+            return conn.request({"op": "call", "gated": gated, "released": True}, 5.0, released=held)
+        finally:
+            t.join()
+
+    for gated, frames in ((False, [released, None, ok]), (True, [drawn, queued, done, released, None, ok])):
+        reply, _, _ = call(frames, gated)
+        if gated:  # what its gate's record adds
+            assert reply["ok"] and reply["stalled"] is False and reply["window_ms"] > 0, reply
+        else:
+            assert reply == ok, reply
+        out = next(e[1] for e in events if e[0] == "out")
+        assert out < next(e[1] for e in events if e[0] == "reply sent"), (gated, events)
+    failed = {"ok": False, "error": "out of memory"}
+    for gated, frames in ((False, [failed]), (True, [failed]), (True, [drawn, queued, done, failed])):
+        reply, _, _ = call(frames, gated)
+        assert reply == failed and [e[0] for e in events] == ["in", "out"], (gated, reply, events)
+    for gated, frames in ((False, [done, ok]), (True, [drawn, queued, done, done, ok])):
+        with pytest.raises(wire.FrameError):
+            call(frames, gated)
+        ours.settimeout(0.1)
+        with contextlib.suppress(OSError):  # what the forger sent past the refusal
+            while ours.recv(1 << 16):
+                pass
+    conn.gate.close()
+
+
 def test_a_call_whose_device_time_overruns_the_parents_window_said_done_early():
     from grader.session import WINDOW_SLACK_MS, window_holds
 

@@ -822,6 +822,26 @@ def test_one_pair_ends_a_size_only_slow_clean_and_far_past_the_clip():
     assert one_pair_ends_size(True, {"ms": SLOW_CALL_MS}, {"ms": SLOW_CALL_MS / 1000})
 
 
+def test_a_stalled_pair_ends_its_size_only_witnessed_and_past_the_clip_less_the_allowance():
+    """`Effort.stalled_one_pair`: a pair let through its gates ends its size only with the witness (the switch on,
+    the size's fastest check call past the clip), and the candidate's call, less `STALL_ALLOWANCE_MS` for its host's
+    waits, past the one-pair bound; a twin let through lengthens only the expert's side."""
+    from grader.session import STALL_ALLOWANCE_MS, one_pair_ends_size
+
+    twin = {"ms": 0.37}
+    far = {"ms": 631.8, "stalled": True}  # H200 run 80: a naive fp16 matmul, every pair let through
+    assert one_pair_ends_size(True, far, twin, stalled_witnessed=True)
+    assert not one_pair_ends_size(True, far, twin)  # no witness: as before
+    assert not one_pair_ends_size(False, far, twin, stalled_witnessed=True)  # not slow at the size
+    # 105.7 ms against 0.135: 2^-9.6 as timed, 2^-4.6 less the allowance: short of the bound (2^-8)
+    assert not one_pair_ends_size(True, {"ms": 105.7, "stalled": True}, {"ms": 0.135}, stalled_witnessed=True)
+    assert one_pair_ends_size(True, {"ms": 105.7}, {"ms": 0.135}, stalled_witnessed=True)  # clean: no allowance
+    assert not one_pair_ends_size(True, {"ms": STALL_ALLOWANCE_MS, "stalled": True}, {"ms": 1e-6},
+                                  stalled_witnessed=True)  # nothing left once the allowance is taken
+    assert one_pair_ends_size(True, {"ms": 631.8}, {"ms": 0.37, "stalled": True}, stalled_witnessed=True)
+    assert not one_pair_ends_size(True, {"ms": 631.8}, {"ms": 0.37, "stalled": True})
+
+
 def test_a_loop_gives_way_by_the_time_it_held_the_device_not_by_its_pairs():
     """`_give_way` asks the lock to let waiters through only once the loop has held the device `give_way_s` since it
     came in or last gave way; a way given resets that clock, one that nobody took does not."""

@@ -773,3 +773,32 @@ def test_a_hook_installed_in_a_timed_call_is_floored(service):
     `Effort.settled_pairs`, beside the twin: `test_a_timed_pairs_twin_goes_at_the_candidates_settled`)."""
     r = _grade(service, "hooked_late", HOOKED_LATE)
     assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), (r.status, r.reason)
+
+
+def test_a_traced_call_released_before_its_sessions_close_still_grades_and_judges(service, monkeypatch):
+    """`Effort.traced_release`: each size's traced call, asked, says "released" once it is over and the device
+    synchronised (the parent's draw for it ends there) and replies after its sessions close and its interpreter is
+    checked. The real worker says it (every traced call's request ended at its "released", none at a reply in its
+    place); an honest attempt grades correct with each traced call's parts counted, and a hook installed in a call
+    is still floored."""
+    import dataclasses
+
+    from grader.launcher import WorkerConn
+
+    heard = []
+    real = WorkerConn._frame_or_reply
+
+    def spy(self, cap, stage):
+        got = real(self, cap, stage)
+        heard.append((stage, got is None))
+        return got
+
+    monkeypatch.setattr(WorkerConn, "_frame_or_reply", spy)
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, traced_release=True))
+    before = service.gpu_lock.stats()["purposes"].get("traced call: call", (0, 0.0))[0]
+    r = _grade(service, "traced_release", HONEST)
+    assert r.status is Status.CORRECT, r.reason
+    traced = service.gpu_lock.stats()["purposes"]["traced call: call"][0] - before
+    assert traced == len(r.sizes) > 0 and heard == [("released", True)] * traced, (traced, heard)
+    r = _grade(service, "traced_release_hooked", HOOKED_LATE)
+    assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), (r.status, r.reason)
