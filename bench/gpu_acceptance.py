@@ -76,12 +76,12 @@ def pct(xs: list[float], q: float) -> float:
 
 SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
             "reference_first", "output_arena", "split_window", "slow_loops", "check_windows", "device_first",
-            "build_ahead", "fill_behind", "answer_pool", "spare_workers", "paired_windows")
+            "build_ahead", "fill_behind", "answer_pool", "spare_workers", "paired_windows", "traced_release",
+            "stalled_one_pair")
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
-OPT_IN = ("gated_reference", "start_ahead", "host_verify", "gated_check_calls", "settled_pairs", "traced_release",
-          "stalled_one_pair")
+OPT_IN = ("gated_reference", "start_ahead", "host_verify", "gated_check_calls", "settled_pairs")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
 

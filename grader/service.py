@@ -54,10 +54,12 @@ class GraderService:
                  output_arena: bool = True, split_window: bool = True, slow_loops: bool = True,
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
-                 answer_budget_bytes: int | None = None, paired_windows: bool = True):
+                 answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
+                 stalled_one_pair: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
-        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows` (`Effort`),
+        `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
+        `traced_release`, `stalled_one_pair` (`Effort`),
         `answer_pool`
         (reference answers kept across attempts: `grader.answers`; `answer_budget_bytes` the bytes they may hold,
         None for the device's `budget_for`),
@@ -90,7 +92,8 @@ class GraderService:
         self.effort = dataclasses.replace(effort or Effort.for_device(self.device.startswith("cuda")),
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
                                           split_window=split_window, slow_loops=slow_loops, check_windows=check_windows,
-                                          fill_behind=fill_behind, paired_windows=paired_windows)
+                                          fill_behind=fill_behind, paired_windows=paired_windows,
+                                          traced_release=traced_release, stalled_one_pair=stalled_one_pair)
         from grader.answers import AnswerPool, budget_for
 
         # kept across the attempts this service grades, in page-locked host memory on a GPU host

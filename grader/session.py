@@ -149,29 +149,34 @@ class Effort:
     where a size's first call compiles a kernel specialised on the size, and its gate stays closed for up to
     `CHECK_PATIENCE_S` (a size's first) or `LATER_CHECK_PATIENCE_S`. Off, each check call is one check window
     whole: H100 run 75, a size's first 286 of 138 ms (112 ms of them the call's), 23% of the device windows' wait on
-    draws, and the later ones 409 of 37 ms, 6%. Off until a GPU run has measured it (the acceptance's
-    `--with gated_check_calls`)."""
+    draws, and the later ones 409 of 37 ms, 6%. Off: H200 runs 79 (with it and `settled_pairs`) and 80 (without
+    both), one card, graded round 1 in 150 s each (the acceptance's `--with gated_check_calls`)."""
     settled_pairs: bool = False
     """In a timed pair's device window (`paired_windows`), the twin's gate opens once the candidate's worker says
     "settled" (the device synchronised again after "done", its call's thread ended), not once it has replied whole:
     the candidate's interpreter check (3.2 ms of run 78's calls, a median of the sizes' medians) and its reply run
     beside the twin's call instead of inside the window. What that check could find running (a thread, a hook) would
     run there beside the twin either way; a change it finds floors the attempt, whose pairs then count for nothing.
-    Off until a GPU run has measured it (the acceptance's `--with settled_pairs`). H200 runs 79 (with it and
-    `gated_check_calls`) and 80 (without both), one card, round 1 only: 60 attempts in 150 s each."""
-    traced_release: bool = False
+    Off: H200 runs 79 (with it and `gated_check_calls`) and 80 (without both), one card, graded round 1 in 150 s each
+    (the acceptance's `--with settled_pairs`)."""
+    traced_release: bool = True
     """A size's traced call holds its draw window only up to its worker's "released" (the call over, the device
     synchronised again: `WorkerConn.request(released=...)`), not up to its reply: the device's session closes (its
     kernels' records read) and the interpreter is checked in no window. H200 run 80: 112 traced calls held draws of
     219 ms at the mean, 126 ms of them that close, and held off device windows longest of any draw (17.1 s, 25% of
-    their wait on draws). Off until a GPU run has measured it (the acceptance's `--with traced_release`)."""
-    stalled_one_pair: bool = False
+    their wait on draws). H200 runs 82 and 83, one card, round 1: its draws held 7.3 holder-seconds against 19.0, and
+    device windows waited on them 3.0 s against 11.8; round 1 took 121 s against 120 (the slots bound it, not the
+    lock). Run 81 graded every round with it on: every cheat and escape floored, no honest kernel
+    (bench/gpu_acceptance.py --without traced_release)."""
+    stalled_one_pair: bool = True
     """`slow_loops`' one-pair stop also for a pair whose candidate's call was let through its gate (stalled, so timed
     with its host's waits), when that call less `STALL_ALLOWANCE_MS` still lies past the clip by
     `ONE_PAIR_CLIP_MARGIN_LOG2`, and the size's fastest check call past it too (`clip_witnessed`). H200 run 80: all 20
     sizes stopped at the clip had every one of their 5 pairs let through, each size's pairs within 0.3 of each
     other in log2, and their pairs held 16.5 s of device windows; 9 of them lay past the stop with the allowance.
-    Off until a GPU run has measured it (the acceptance's `--with stalled_one_pair`)."""
+    H200 run 83: 6 sizes ended at one pair, and device windows held the device 25.1 s against run 82's 31.0 (with
+    `traced_release`); run 81: no honest kernel stopped at the clip, 0 of 19 (bench/gpu_acceptance.py --without
+    stalled_one_pair)."""
     judge_first: bool = True
     """At the grade's first size, the check calls' records are judged before the timing loop (`_grade_size`): a
     candidate that breaks a rule from its first call holds the device for no loop. Off on the CPU, whose loops of 3

@@ -776,7 +776,7 @@ def test_a_hook_installed_in_a_timed_call_is_floored(service):
 
 
 def test_a_traced_call_released_before_its_sessions_close_still_grades_and_judges(service, monkeypatch):
-    """`Effort.traced_release`: each size's traced call, asked, says "released" once it is over and the device
+    """`Effort.traced_release` (on): each size's traced call, asked, says "released" once it is over and the device
     synchronised (the parent's draw for it ends there) and replies after its sessions close and its interpreter is
     checked. The real worker says it (every traced call's request ended at its "released", none at a reply in its
     place); an honest attempt grades correct with each traced call's parts counted, and a hook installed in a call
@@ -802,3 +802,8 @@ def test_a_traced_call_released_before_its_sessions_close_still_grades_and_judge
     assert traced == len(r.sizes) > 0 and heard == [("released", True)] * traced, (traced, heard)
     r = _grade(service, "traced_release_hooked", HOOKED_LATE)
     assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), (r.status, r.reason)
+    # off, the draw holds the whole request: nothing is asked, nothing said
+    heard.clear()
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, traced_release=False))
+    r = _grade(service, "traced_whole", HONEST)
+    assert r.status is Status.CORRECT and r.sizes and heard == [], (r.reason, heard)
