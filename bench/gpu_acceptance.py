@@ -84,6 +84,9 @@ builders, on the service's default)."""
 OPT_IN = ("gated_reference", "start_ahead", "host_verify", "gated_check_calls", "settled_pairs")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
+SERVICE_OPT_IN = ("role_spares",)
+"""The same for parts of the service (each a `GraderService` argument)."""
+
 
 def answer_line(results: list[GradeResult]) -> str:
     """How many verifications of the timed sizes took a kept answer (`loop["answers"]`), and how many a computed one."""
@@ -533,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--demo", type=int, default=0, help="also grade this many attempts of the demo corpus")
     ap.add_argument("--limit", type=int, default=None, help="at most this many attempts per group (smoke runs)")
     ap.add_argument("--with", dest="with_", default="", help="comma-separated parts, off by default until a GPU "
-                    f"run has measured them, to switch on: {', '.join(OPT_IN)}")
+                    f"run has measured them, to switch on: {', '.join(OPT_IN + SERVICE_OPT_IN)}")
     ap.add_argument("--min-reps", type=int, default=None,
                     help="timed pairs a size makes at least before its interval may end it (`Effort.min_reps`; the "
                          "device's default otherwise): the repeat-precision figures say what fewer pairs cost")
@@ -620,8 +623,10 @@ def main(argv: list[str] | None = None) -> int:
     # The service and the baseline each build extensions into an empty cache of their own: neither is served
     # what the other compiled (within a round every attempt is another program anyway).
     opted = {w for w in args.with_.split(",") if w}
-    if opted - set(OPT_IN):
-        ap.error(f"--with: unknown parts {sorted(opted - set(OPT_IN))}")
+    if opted - set(OPT_IN) - set(SERVICE_OPT_IN):
+        ap.error(f"--with: unknown parts {sorted(opted - set(OPT_IN) - set(SERVICE_OPT_IN))}")
+    served = dict.fromkeys(opted & set(SERVICE_OPT_IN), True)
+    opted -= set(served)
     effort = None
     tuned = {k: v for k, v in (("min_reps", args.min_reps), ("target_log2_halfwidth", args.target_halfwidth),
                                ("size_budget_s", args.size_budget_s)) if v is not None}
@@ -638,17 +643,18 @@ def main(argv: list[str] | None = None) -> int:
                        compile_cache=tempfile.mkdtemp(prefix="kerneltraj-acc-ext-"), effort=effort,
                        answer_budget_bytes=(None if args.answer_budget_gib is None
                                             else int(args.answer_budget_gib * 2**30)),
-                       **dict(switches, build_ahead=None if switches["build_ahead"] else 0)) as svc:
+                       **dict(switches, build_ahead=None if switches["build_ahead"] else 0), **served) as svc:
         env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
                    target_log2_halfwidth=svc.effort.target_log2_halfwidth, size_budget_s=svc.effort.size_budget_s,
                    answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,
-                   switched_on={part: getattr(svc.effort, part) for part in OPT_IN})
+                   switched_on={**{part: getattr(svc.effort, part) for part in OPT_IN},
+                                **{part: part in served for part in SERVICE_OPT_IN}})
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}; "
             f"min_reps {svc.effort.min_reps}, target half-width {svc.effort.target_log2_halfwidth}, size budget "
             f"{svc.effort.size_budget_s} s; switched on: "
-            f"{', '.join(p for p in OPT_IN if getattr(svc.effort, p)) or 'nothing'}")
+            f"{', '.join([p for p in OPT_IN if getattr(svc.effort, p)] + sorted(served)) or 'nothing'}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
         watch = svc.watch
         host.append(HostWatch(svc.roles, device_used=watch.used if watch is not None else None,

@@ -422,7 +422,7 @@ class Slot:
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
-                 output_arena: bool = True, spares: bool = False):
+                 output_arena: bool = True, spares: bool = False, role_spares: bool = False):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -441,6 +441,12 @@ class Slot:
         self.spares = spares and os.geteuid() == 0
         self.spare_uid, self._spare_uid_lock = claim_uid() if self.spares else (None, None)
         self._spare: tuple[threading.Thread, list, int | None] | None = None  # its thread, its result, its limit
+        # Role spares (`_kept_or_started`): once the slot starts a task's expert or reference worker, the next one of
+        # that role starts booting (CUDA, the worker's imports, its gate: no task code) on the cores no slot is given,
+        # and the slot's next new task of that role loads its code into it instead of waiting for a boot.
+        self.role_spares = role_spares
+        self._role_spare: dict[str, tuple[threading.Thread, list]] = {}  # role -> its start's thread and result
+        self._role_spare_lock = threading.Lock()
         self._ctl_lock = threading.Lock()  # the zygote answers one request at a time; a spare starts on a thread
         self._closing = False
         self._kept: dict[str, WorkerConn] = {}
@@ -554,7 +560,7 @@ class Slot:
         return conn
 
     def _spawn(self, timeout_s: float, memory_limit_mb: int | None, *, role: str, uid: int | None,
-               spare: bool = False, aside: bool = False) -> WorkerConn:
+               spare: bool = False, aside: bool = False, noted_as: str | None = None) -> WorkerConn:
         config = self.config
         slot_limit = config["address_space_mb"]
         if memory_limit_mb and slot_limit:
@@ -603,7 +609,7 @@ class Slot:
             error = str(hello.get("error") or "").rstrip() or "no traceback sent"
             raise wire.WireError(f"{error.splitlines()[-1][:300]}\n{error[-1500:]}")
         conn.hello = hello
-        self.live[conn.pid] = "spare" if spare else role
+        self.live[conn.pid] = "spare" if spare else (noted_as or role)
         conn.baseline_threads = sandbox.thread_count(conn.pid)
         if isinstance(hello.get("audit_fd"), int):
             conn.audit_target = sandbox.fd_target(conn.pid, hello["audit_fd"])
@@ -614,7 +620,7 @@ class Slot:
             except (OSError, wire.WireError):
                 self._kill(conn, None)
                 raise
-        started = f"worker start, {'spare' if spare else role}"
+        started = f"worker start, {noted_as or ('spare' if spare else role)}"
         parts = hello.get("boot_parts_ms") if isinstance(hello.get("boot_parts_ms"), dict) else {}
         for part, ms in (("sandbox", hello.get("sandbox_ms")), ("boot", hello.get("boot_ms")),
                          *((f"boot's {k}", v) for k, v in sorted(parts.items()))):
@@ -720,8 +726,15 @@ class Slot:
                 return conn
         if conn is not None:
             self._kill(conn, None)
-        conn = self._spawn(timeout_s, None, role=role, uid=None, aside=aside)
-        if aside and self.config["cpus"]:
+        t_spare = time.perf_counter()
+        spare = self._take_role_spare(role) if self.role_spares else None
+        if spare is not None:
+            self.live[spare.pid] = role
+            self.note(f"worker start, {role}: taken from its spare (waited for its boot)", time.perf_counter() - t_spare)
+        conn = spare or self._spawn(timeout_s, None, role=role, uid=None, aside=aside)
+        if self.role_spares:
+            self._start_role_spare(role)
+        if (aside or spare is not None) and self.config["cpus"]:
             try:
                 pin_threads(conn.pid, self.config["cpus"])
             except OSError:
@@ -751,6 +764,40 @@ class Slot:
 
     MAX_KEPT = 4
     """Expert and reference workers kept per slot; grading attempts grouped by task keeps this small."""
+
+    def _start_role_spare(self, role: str) -> None:
+        """Start booting the slot's next worker of `role` ("expert" or "reference") on a thread of its own, on the
+        cores no slot is given, unless one is booting or ready (`role_spares`). It runs no task code until taken."""
+        with self._role_spare_lock:
+            if self._closing or role in self._role_spare:
+                return
+            box: list = []
+
+            def start() -> None:
+                try:
+                    box.append(self._spawn(self.boot_timeout_s, None, role=role, uid=None, aside=True,
+                                           noted_as=f"{role} spare"))
+                except Exception as e:  # noqa: BLE001 - a spare that failed is not used: the next start spawns its own
+                    box.append(e)
+
+            thread = threading.Thread(target=start, name=f"slot{self.index}-{role}-spare", daemon=True)
+            self._role_spare[role] = (thread, box)
+            thread.start()
+
+    def _take_role_spare(self, role: str) -> WorkerConn | None:
+        """The slot's spare worker of `role` once its boot is done, if it booted and is alive; else None (a dead one is
+        ended). The slot holds no spare of that role after."""
+        with self._role_spare_lock:
+            held = self._role_spare.pop(role, None)
+        if held is None:
+            return None
+        thread, box = held
+        thread.join()
+        conn = box[0] if box and isinstance(box[0], WorkerConn) else None
+        if conn is not None and _alive(conn.pid) is not None:
+            self._kill(conn, None)
+            return None
+        return conn
 
     def drop_expert(self, key: str) -> None:
         """End the kept expert worker of `key` (after it failed or broke its protocol)."""
@@ -817,6 +864,10 @@ class Slot:
         spare, _ = self._joined_spare()
         if spare is not None:
             self._kill(spare, spare.uid)
+        for role in ("expert", "reference"):
+            spare = self._take_role_spare(role)
+            if spare is not None:
+                self._kill(spare, None)
         for name in list(self._kept):
             self._drop(name)
         if self._out_arena is not None:

@@ -55,7 +55,7 @@ class GraderService:
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
-                 stalled_one_pair: bool = True):
+                 stalled_one_pair: bool = True, role_spares: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -65,6 +65,8 @@ class GraderService:
         None for the device's `budget_for`),
         `spare_workers` (each slot starts its next candidate's worker while it grades, `Slot.spawn`; None: on a
         GPU only, where a start-up takes seconds of CUDA),
+        `role_spares` (each slot boots its next expert and reference workers before a new task needs them,
+        `Slot._kept_or_started`; off until a GPU run has measured it: each holds a device context while it waits),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -130,7 +132,7 @@ class GraderService:
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
-                           spares=cuda if spare_workers is None else spare_workers)
+                           spares=cuda if spare_workers is None else spare_workers, role_spares=role_spares)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
