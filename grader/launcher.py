@@ -726,8 +726,7 @@ class Slot:
                 return conn
         if conn is not None:
             self._kill(conn, None)
-        t_spare = time.perf_counter()
-        spare = self._take_role_spare(role) if self.role_spares else None
+        t_spare, spare = time.perf_counter(), self._take_role_spare(role)
         if spare is not None:
             self.live[spare.pid] = role
             self.note(f"worker start, {role}: taken from its spare (waited for its boot)", time.perf_counter() - t_spare)

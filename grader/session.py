@@ -668,9 +668,8 @@ def _traced_call(g: _Grade, sz: _Size, seed: int, timed: list, whole) -> list[di
     """The drawn call of a size's timing loop, alone in an observation with the device traced; its record. Only the
     call takes what an untimed call of the loop takes (`whole`, a draw window; `_traced`): opening and closing its
     observation are the worker's host work, a session of the ops of its threads started, and stopped and its record
-    attributed
-    (until H100 run 78 the three round trips were one draw, 146 ms at the median). Where its time goes is counted in
-    the lock's stats under "traced call" (`_note_traced`)."""
+    attributed (until H100 run 78 the three round trips were one draw, 146 ms at the median). Where its time goes is
+    counted in the lock's stats under "traced call" (`_note_traced`)."""
     t = time.perf_counter()
     _watch(g, g.conn, True)
     opened = time.perf_counter() - t
@@ -781,7 +780,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             gaps[0].append(e.get("gap_ms", 0.0))
             gaps[1].append(c.get("gap_ms", 0.0))
             logs.append(log2_speedup(e["ms"], c["ms"]))
-            witnessed = eff.stalled_one_pair and clip_witnessed(check_min_ms, exp_ms)
+            witnessed = eff.stalled_one_pair and slow and clip_witnessed(check_min_ms, exp_ms)
             ended = _enough(g, logs, t_size, check_min_ms, exp_ms) or ("one pair" if one_pair_ends_size(
                 slow, c, e, witnessed) else None)
             if ended:
@@ -887,14 +886,10 @@ def one_pair_ends_size(slow: bool, cand: dict, twin: dict, stalled_witnessed: bo
     lengthens the expert's side, which lifts the ratio."""
     if not slow or cand["ms"] < SLOW_CALL_MS:
         return False
-    cand_ms = cand["ms"]
-    if cand.get("stalled") or twin.get("stalled"):
-        if not stalled_witnessed:
-            return False
-        cand_ms -= STALL_ALLOWANCE_MS if cand.get("stalled") else 0.0
-        if cand_ms <= 0:
-            return False
-    return log2_speedup(twin["ms"], cand_ms) < math.log2(SPEEDUP_CLIP[0]) - ONE_PAIR_CLIP_MARGIN_LOG2
+    if (cand.get("stalled") or twin.get("stalled")) and not stalled_witnessed:
+        return False
+    cand_ms = cand["ms"] - (STALL_ALLOWANCE_MS if cand.get("stalled") else 0.0)
+    return cand_ms > 0 and log2_speedup(twin["ms"], cand_ms) < math.log2(SPEEDUP_CLIP[0]) - ONE_PAIR_CLIP_MARGIN_LOG2
 
 
 def log2_speedup(expert_ms: float, cand_ms: float) -> float:
