@@ -251,3 +251,16 @@ def test_fewer_pairs_are_replayed_on_each_sizes_own_pairs():
         assert row[:3] == [f"  {min_reps}", str(target), f"{made} ({made / 150:.0%})"], row
         assert row[3:] == ["0.0200", "0.0200", "1"], row
     assert fewer_pairs_lines([[grade(None), grade(None)]], [grade(None)]) == []
+
+
+def test_a_fresh_baseline_cut_short_has_graded_a_spread_of_its_sample():
+    """`spread_first`: every prefix of the baseline's order is spread over its sample (bit-reversed indices), so a
+    budget that ends it early leaves a spread of the round graded, not its first task's attempts; nothing is lost or
+    repeated."""
+    from bench.gpu_acceptance import spread_first
+
+    assert spread_first(list(range(8))) == [0, 4, 2, 6, 1, 5, 3, 7]
+    for n in (1, 2, 3, 5, 6, 9):
+        order = spread_first(list(range(n)))
+        assert sorted(order) == list(range(n)), (n, order)
+    assert spread_first(list(range(6)))[:3] == [0, 4, 2]  # three of six: both halves, not the first three
