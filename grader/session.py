@@ -1472,8 +1472,7 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
         conn, gated, moved = None, False, ""
         if kept is None:  # the reference's worker gives back another size's memory now, in no window
             conn = _reference_conn(g)
-            # its last answer at another size (or none): this one allocates its memory afresh, in its window
-            moved = ", at a size new to its worker" if conn.answered != sz.key else ""
+            moved = _new_size(conn, sz)
             _trim(g, conn, sz.key)
             gated = _gates_answer(g, conn, sz)
         if not gated and not (host and kept):  # on the host a kept answer is read where it is kept: no window
@@ -1644,6 +1643,12 @@ def _reference_conn(g: _Grade) -> WorkerConn:
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's reference failed in its sandbox: {e}") from None
 
 
+def _new_size(conn: WorkerConn, sz: _Size) -> str:
+    """", at a size new to its worker" when the reference worker's last answer was at another size (or it has none):
+    this answer allocates its memory afresh, in its window; else "". A label's suffix in the lock's stats."""
+    return ", at a size new to its worker" if conn.answered != sz.key else ""
+
+
 def _gates_answer(g: _Grade, conn: WorkerConn, sz: _Size) -> bool:
     """Whether the reference's next answer at this size goes through its worker's launch gate
     (`Effort.gated_reference`): on a GPU, with a gate, on drawn inputs (a task's own come from the host, whose copy
@@ -1715,10 +1720,9 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
             g.answers_via = f"memfd ({_tail(str(why), 200)})"
         if len(tensors) != 1 + bool(reply.get("scaled")):
             raise RuntimeError(f"sent {len(tensors)} tensors")
-        new_size = conn.answered != sz.key  # its parts counted apart: H200 run 80 held 215 ms a window for these
+        moved = _new_size(conn, sz)  # its parts counted apart: H200 run 80 held 215 ms a window for these
         conn.trimmed = conn.answered = sz.key  # the worker's memory is this size's now
-        _note_parts(g, "reference worker" + (", at a size new to it" if new_size else ""), reply,
-                    ("empty cache", "inputs", "run", "check", "write"))
+        _note_parts(g, "reference worker" + moved, reply, ("empty cache", "inputs", "run", "check", "write"))
         # What keeping the answer saves the next attempt (`AnswerPool.put`), on this side's clock: the window it held
         # (ungated: the whole request, taken in the caller's window; gated: the gate's opening to "done").
         cost_s = reply["window_ms"] / 1e3 if window is not None and "window_ms" in reply else time.perf_counter() - t
