@@ -577,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {req.attempt_id: m for rows in items.values() for req, m in rows}
     t_run = time.perf_counter()  # budgets and the hard stop count from here: the device call's own clock
     results: list[GradeResult] = []
-    clock = {"service_t0": t_run, "round1_s": None, "round1_n": 0, "baseline": None}
+    clock = {"service_t0": t_run, "round1_s": None, "round1_n": 0, "round1_tasks": set(), "baseline": None}
     host: list[HostWatch] = []  # the service's host sampler, once the service is up
     live = open(args.out / "grades.jsonl", "w")
     log = open(args.out / "progress.log", "w")
@@ -675,6 +675,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"\t{r.reward:+.3f}\t{r.phase_seconds.get('total', 0):.1f}s\t{r.reason[:90]}")
                 if n == 1:
                     clock["round1_n"] += 1
+                    clock["round1_tasks"].add(r.task_id)
                 if time.perf_counter() - t_run > args.hard_stop_s:  # the table of what is done, then out at once
                     say(f"# hard stop at {args.hard_stop_s:.0f} s in round {n}")
                     finish(env, svc)
@@ -823,6 +824,9 @@ def throughput_lines(clock: dict, service_s: float, n: int, workers: int) -> lis
         rate = 3600 * clock["round1_n"] / graded_s
         out.append(f"  service, round 1 cut off ({workers} slots)\t{clock['round1_n']} in {graded_s:.0f} s: "
                    f"{rate:.0f} per GPU-hour")
+    tasks = len(clock.get("round1_tasks", ()))
+    if tasks:  # each task's first attempt starts its expert and reference workers
+        out.append(f"  round 1's tasks\t{tasks}: {clock['round1_n'] / tasks:.2f} attempts a task")
     if graded_s > 0:
         out.append(f"  service, every round\t{n} in {graded_s:.0f} s: {3600 * n / graded_s:.0f} per GPU-hour")
     base = clock.get("baseline")
