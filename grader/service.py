@@ -66,7 +66,8 @@ class GraderService:
         `spare_workers` (each slot starts its next candidate's worker while it grades, `Slot.spawn`; None: on a
         GPU only, where a start-up takes seconds of CUDA),
         `role_spares` (each slot boots its next expert and reference workers before a new task needs them,
-        `Slot._kept_or_started`; off until a GPU run has measured it: each holds a device context while it waits),
+        `Slot._kept_or_started`; off: H100 run 88 graded round 1 in 118 s against 107 without, each start longer
+        beside more of them, and ran a reference out of device memory),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension

@@ -1,0 +1,54 @@
+"""The slot sweep (bench/slot_sweep.py): its figures read from recorded GPU summaries, its runs parsed with clear
+errors, and one real sweep on the CPU end to end."""
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from bench.slot_sweep import parse_runs, read_summary, row
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RUNS = ROOT / "docs" / "measurements"
+
+
+def test_a_summary_gives_the_sweeps_figures_as_the_h100_printed_them():
+    """H100 run 90's six slots: 60 in 88 s, 8.66 slot-seconds a grade, CUDA starts 0.90/1.24 s."""
+    got = read_summary((RUNS / "2026-12-05-h100-run90" / "w6.summary.txt").read_text())
+    assert got["slots"] == 6 and got["attempts"] == 60 and got["round1_s"] == 88 and got["rate"] == 2457
+    assert got["tasks"] == 37 and not got["cut_off"]
+    assert got["slot_s_per_grade"] == pytest.approx(519.7 / 60)
+    assert got["cuda_start_s"] == pytest.approx({"expert": 0.90118, "reference": 1.24211})
+    assert got["lock"] == {"window": 20.1, "draws_held": 42.3, "idle": 6.8}
+    assert got["device_gib_max"] == 74.2
+    line = row("w6", got, {"correct": 25, "timeout": 1})
+    assert line[5] == "2457" and line[7] == "0.90/1.24" and line[10] == "correct 25, timeout 1"
+
+
+def test_a_summary_without_a_figure_leaves_it_out_and_the_row_says_so():
+    """An H200 summary from before the tasks line (run 82), and a run cut off before any table."""
+    got = read_summary((RUNS / "2026-12-05-h200-run82" / "summary.txt").read_text())
+    assert got["slots"] == 12 and got["rate"] == 1794 and "tasks" not in got
+    assert row("w12", got, {})[3] == "-"
+    assert read_summary("") == {}
+    assert row("w6", {}, {}) == ["w6", "-", "-", "-", "-", "-", "-", "-/-", "-/-/-", "-", "-"]
+
+
+def test_runs_are_slots_or_slots_by_demo_attempts_and_anything_else_is_refused():
+    assert parse_runs("12, 6,8x96", 48) == [(12, 48), (6, 48), (8, 96)]
+    for bad in ("", "0", "six", "6x", "6y96"):
+        with pytest.raises(ValueError, match="--runs"):
+            parse_runs(bad, 48)
+
+
+def test_a_sweep_on_the_cpu_grades_each_run_and_leaves_three_files(tmp_path):
+    out = tmp_path / "sweep"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "slot_sweep.py"), "--out", str(out), "--runs",
+                           "1,2x3", "--demo", "2", "--cuda-l1", "0", "--run-s", "120", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == ["summaries.txt", "sweep.log", "sweep.txt"]
+    lines = (out / "sweep.txt").read_text().splitlines()
+    assert lines[0].startswith("run\tslots\tattempts") and [r.split("\t")[:3] for r in lines[1:]] == [
+        ["w1", "1", "2"], ["w2x3", "2", "3"]]
+    assert all(r.split("\t")[5].isdigit() for r in lines[1:]), lines  # a rate, not '-'
