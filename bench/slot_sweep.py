@@ -6,7 +6,8 @@ table of them side by side.
 
 Each run is `bench/gpu_acceptance.py --groups cuda_l1,demo --fresh-sample 0 --workers N`, round 1 only, in a
 process of its own (a fresh service, an empty extension cache), stopped at `--run-s`. A run is `N` (slots) or
-`NxD` (slots, demo attempts: `6x96` grades 96 of the demo corpus beside the CUDA-L1 sample, more attempts a task).
+`NxD` (slots, demo attempts: `6x96` grades 96 of the demo corpus beside the CUDA-L1 sample, more attempts a task),
+either followed by `+part` for each part the run switches on (`6+start_ahead`: the acceptance's `--with`).
 Repeat a run (`12,6,8,12`) to see how far the machine's warming caches move the first: the sweep's first run finds
 cold Triton and extension caches. H100 runs 89 and 90 (2026-12-05) graded round 1 at 1,955, 2,219 and 2,457 per
 GPU-hour with 3, 4 and 6 slots, each grade's slot time growing with the slots (5.4, 6.4, 8.7 s); the H200 with
@@ -35,14 +36,17 @@ COLUMNS = ("run", "slots", "attempts", "tasks", "round 1 s", "per GPU-hour", "sl
 """The table's columns, read from each run's summary (`read_summary`) and grades."""
 
 
-def parse_runs(text: str, demo: int) -> list[tuple[int, int]]:
-    """`12,6,8x96` -> [(12, demo), (6, demo), (8, 96)]; a clear error for anything else."""
+def parse_runs(text: str, demo: int) -> list[tuple[int, int, tuple[str, ...]]]:
+    """`12,6,8x96,6+start_ahead` -> [(12, demo, ()), (6, demo, ()), (8, 96, ()), (6, demo, ("start_ahead",))]: slots,
+    demo attempts, the parts switched on (`--with`); a clear error for anything else."""
     runs = []
     for item in (t.strip() for t in text.split(",") if t.strip()):
-        m = re.fullmatch(r"(\d{1,3})(?:x(\d{1,4}))?", item)
+        m = re.fullmatch(r"(\d{1,3})(?:x(\d{1,4}))?((?:\+[a-z_]+)*)", item)
         if not m or int(m.group(1)) < 1:
-            raise ValueError(f"--runs: {item!r} is neither N (slots) nor NxD (slots x demo attempts), N >= 1")
-        runs.append((int(m.group(1)), int(m.group(2)) if m.group(2) else demo))
+            raise ValueError(f"--runs: {item!r} is not N[xD][+part...] (N slots >= 1, D demo attempts, parts for "
+                             "--with)")
+        runs.append((int(m.group(1)), int(m.group(2)) if m.group(2) else demo,
+                     tuple(p for p in m.group(3).split("+") if p)))
     if not runs:
         raise ValueError("--runs: no run given")
     return runs
@@ -114,8 +118,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows, names = [], collections.Counter()
     with open(args.out / "sweep.log", "w") as log, open(args.out / "summaries.txt", "w") as summaries:
-        for slots, demo in runs:
-            name = f"w{slots}" + (f"x{demo}" if demo != args.demo else "")
+        for slots, demo, parts in runs:
+            name = f"w{slots}" + (f"x{demo}" if demo != args.demo else "") + "".join(f"+{p}" for p in parts)
             names[name] += 1
             name += f".{names[name]}" if names[name] > 1 else ""
             run_dir = args.out / name
@@ -123,6 +127,8 @@ def main() -> int:
                    "--workers", str(slots), "--groups", "cuda_l1,demo", "--cuda-l1", str(args.cuda_l1),
                    "--demo", str(demo), "--fresh-sample", "0", "--budget-s", str(args.run_s - 60),
                    "--hard-stop-s", str(args.run_s - 25), "--stall-s", "60", "--device", args.device, *extra]
+            if parts:
+                cmd += ["--with", ",".join(parts)]
             t0 = time.perf_counter()
             log.write(f"## {name}: {' '.join(cmd[1:])}\n")
             log.flush()
