@@ -472,7 +472,7 @@ class Slot:
         self.launch_gate = launch_gate
         self.reference_arena = reference_arena
         self.output_arena = output_arena
-        self._out_arena: wire.Arena | None = None
+        self._out_arenas: dict[int | None, wire.Arena] = {}  # by candidate uid: a worker loaded ahead has its own
         self.boot_timeout_s = boot_timeout_s
         self.zygote: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
@@ -515,6 +515,35 @@ class Slot:
         conn = self._take_spare(memory_limit_mb) or self._spawn(timeout_s, memory_limit_mb, role=role, uid=self.uid)
         self._start_spare(memory_limit_mb, self.spare_uid if conn.uid == self.uid else self.uid)
         return conn
+
+    def spawn_ahead(self, busy: WorkerConn, timeout_s: float, memory_limit_mb: int | None = None) -> WorkerConn:
+        """A candidate's worker for the slot's next attempt while `busy` (this attempt's) is still graded, to load
+        that attempt ahead: the spare when there is one (started under the other candidate uid once `busy` took
+        its worker), else a fresh worker under that uid. No next spare starts: it would take `busy`'s uid while
+        `busy` runs, and `finish(busy)` sweeps that uid. `resume_spares` starts it once `busy` is finished. It boots
+        and loads on the cores no slot is given; the slot's own cores are its once its grade begins (`settle`)."""
+        if not self.spares:
+            raise RuntimeError("a worker loaded ahead needs the slot's second candidate uid (spares, as root)")
+        other = self.spare_uid if busy.uid == self.uid else self.uid
+        conn, limit = self._joined_spare()
+        if conn is not None and (limit != memory_limit_mb or conn.uid != other or _alive(conn.pid) is not None):
+            self._kill(conn, conn.uid)
+            conn = None
+        if conn is None:
+            conn = self._spawn(timeout_s, memory_limit_mb, role="candidate", uid=other, spare=True)
+        self.live[conn.pid] = "candidate, ahead"
+        return conn
+
+    def settle(self, conn: WorkerConn) -> None:
+        """A worker loaded ahead moves onto the slot's cores as its grade begins (as a spare taken does)."""
+        self.live[conn.pid] = "candidate"
+        if self.config["cpus"]:
+            pin_threads(conn.pid, self.config["cpus"])
+
+    def resume_spares(self, conn: WorkerConn, memory_limit_mb: int | None = None) -> None:
+        """The next spare starts, under the candidate uid `conn` (the attempt now graded) does not use."""
+        if self.spares:
+            self._start_spare(memory_limit_mb, self.spare_uid if conn.uid == self.uid else self.uid)
 
     def _start_spare(self, memory_limit_mb: int | None, uid: int | None) -> None:
         if self._closing or self._spare is not None:
@@ -644,23 +673,26 @@ class Slot:
     def lend_output_arena(self, conn: WorkerConn, nbytes: int, timeout_s: float) -> str:
         """Lend a fresh candidate worker, before any candidate code runs, the slot's arena for what its fetches
         copy to this side (an output, and the inputs kept with it), grown to `nbytes` (at most wire.ARENA_MAX; a
-        bigger fetch takes a memfd). One arena serves the slot's candidates one after another, page-locked once;
-        `finish` scrubs it. Returns its state as the worker found it: "pinned", "mapped" or "off: why"."""
+        bigger fetch takes a memfd). One arena per candidate uid serves the slot's candidates under it one after
+        another, page-locked once; `finish` scrubs it. Two workers alive at once (one loaded ahead, `spawn_ahead`) are
+        under the slot's two candidate uids, so neither is ever lent the arena the other's outputs come through.
+        Returns its state as the worker found it: "pinned", "mapped" or "off: why"."""
         if not self.output_arena:
             return "off: switched off for this service"
         need = min(nbytes, wire.ARENA_MAX)
-        if self._out_arena is None or self._out_arena.nbytes < need:
-            if self._out_arena is not None:
-                self._out_arena.close()
-                self._out_arena = None
+        arena = self._out_arenas.get(conn.uid)
+        if arena is None or arena.nbytes < need:
+            if arena is not None:
+                arena.close()
+                del self._out_arenas[conn.uid]
             try:
-                self._out_arena = wire.Arena(need, pin=self.device.startswith("cuda"))
+                arena = self._out_arenas[conn.uid] = wire.Arena(need, pin=self.device.startswith("cuda"))
             except OSError as e:  # no memory to lend: the fetches take the memfd path
                 return f"off: {type(e).__name__}: {e}"[:300]
-        reply, _, _ = conn.request({"op": "arena"}, timeout_s, fd=self._out_arena.fd)
+        reply, _, _ = conn.request({"op": "arena"}, timeout_s, fd=arena.fd)
         state = str(reply.get("arena") or f"off: {reply.get('error') or 'no answer'}")[:300]
         if not state.startswith("off"):
-            conn.out_arena = self._out_arena
+            conn.out_arena = arena
         # Counted again: page-locking is the driver's work on a thread the worker starts and ends (wire._cudart_alone),
         # and whatever the driver keeps of it is no candidate's, which has not run yet.
         conn.baseline_threads = sandbox.thread_count(conn.pid)
@@ -869,9 +901,9 @@ class Slot:
                 self._kill(spare, None)
         for name in list(self._kept):
             self._drop(name)
-        if self._out_arena is not None:
-            self._out_arena.close()
-            self._out_arena = None
+        for arena in self._out_arenas.values():
+            arena.close()
+        self._out_arenas.clear()
         if self.ctl is not None:
             try:
                 zygote.ctl_send(self.ctl, {"op": "bye"})

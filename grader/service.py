@@ -55,7 +55,7 @@ class GraderService:
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
-                 stalled_one_pair: bool = True, role_spares: bool = False):
+                 stalled_one_pair: bool = True, role_spares: bool = False, load_ahead: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -68,6 +68,9 @@ class GraderService:
         `role_spares` (each slot boots its next expert and reference workers before a new task needs them,
         `Slot._kept_or_started`; off: H100 run 88 graded round 1 in 118 s against 107 without, each start longer
         beside more of them, and ran a reference out of device memory),
+        `load_ahead` (while a slot grades an attempt, its next one's worker starts, loads it and calls it once at
+        its first size, so its kernels are compiled when its grade begins: `grader.ahead`; off until a GPU run has
+        measured it; needs spares),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -77,6 +80,7 @@ class GraderService:
         `default_builders`, 0 for none (each compiles in its slot; always so without the cache)."""
         self.device = pick_device(device)
         self.task_affinity = task_affinity
+        self.load_ahead = load_ahead
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
         import torch
@@ -242,12 +246,24 @@ class GraderService:
     def _run_slot(self, slot, todo: "_Queue", done: queue.Queue) -> None:
         from grader.session import grade_attempt
 
-        last = None
+        last, nxt = None, None  # nxt: the request taken ahead, and its preparation (`load_ahead`) or None
         while True:
-            req = todo.take(last)
+            if nxt is not None:
+                (req, prepared), nxt = nxt, None
+                todo.done(last)  # the slot is done with the task it graded last, as `take` would say
+            else:
+                req, prepared = todo.take(last), None
             if req is None:
                 return
             last = req.task_id
+
+            def started(conn, req=req) -> None:
+                """Once this attempt's worker is the slot's, the next one may start loading ahead."""
+                nonlocal nxt
+                ahead = todo.take(req.task_id, ahead=len(self.slots)) if self.load_ahead else None
+                if ahead is not None:
+                    nxt = (ahead, self._prepare(ahead, slot, conn))
+
             try:
                 if req.task_id not in self.catalogue:  # no grade at all: the request is at fault, not a worker
                     done.put(self._infra(req, f"task {req.task_id!r} is not in the grader's catalogue; "
@@ -259,10 +275,20 @@ class GraderService:
                                        device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort,
                                        ext_cache=self.ext_cache, build_env=self.build_env,
                                        watch=self.watch, roles=self.roles, ahead=self._ahead.pop(id(req), None),
-                                       answers=self.answers))
+                                       answers=self.answers, prepared=prepared, started=started))
             except Exception as e:  # noqa: BLE001 - a grader bug ends this attempt as infra_error, never lost
+                if prepared is not None and prepared.conn is not None and prepared.conn.pid in slot.live:
+                    slot.finish(prepared.conn)  # a worker loaded ahead whose grade broke before it took it
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))
+
+    def _prepare(self, req: GradeRequest, slot, busy):
+        """`req` loaded ahead in `slot` while `busy` is graded (`grader.ahead.prepare`); None where it cannot be."""
+        from grader.ahead import prepare
+
+        if req.task_id not in self.catalogue:
+            return None
+        return prepare(req, self.task(req.task_id), slot, busy, self.effort, self.ext_cache, self.build_env)
 
     def _infra(self, req: GradeRequest, why: str, code: Reason = Reason.INFRA) -> GradeResult:
         card = self.catalogue.get(req.task_id)
@@ -312,11 +338,21 @@ class _Queue:
             self._by_task.move_to_end(req.task_id, last=False)
             self._released.notify_all()  # the others look again: the last release may leave none to wait for
 
-    def take(self, task_id: str | None) -> GradeRequest | None:
-        """The next request for a slot that graded `task_id` last (and is done with it); None once none is left,
-        queued or held."""
+    def done(self, task_id: str | None) -> None:
+        """A slot is done with `task_id`'s attempt (it took its next request ahead)."""
         with self._lock:
             if self._busy[task_id] > 0:
+                self._busy[task_id] -= 1
+
+    def take(self, task_id: str | None, ahead: int = 0) -> GradeRequest | None:
+        """The next request for a slot that graded `task_id` last (and is done with it); None once none is left,
+        queued or held. `ahead`: for a slot still grading `task_id`'s attempt, to load its next one ahead
+        (`GraderService(load_ahead=True)`): only while more than `ahead` requests wait for the other slots (a
+        request taken ahead waits for its slot), never waiting for one; the slot says `done` with `task_id` later."""
+        with self._lock:
+            if ahead and sum(map(len, self._by_task.values())) <= ahead:
+                return None
+            if not ahead and self._busy[task_id] > 0:
                 self._busy[task_id] -= 1
             while True:
                 if self._affinity and self._by_task.get(task_id):
@@ -325,7 +361,7 @@ class _Queue:
                     # the first task nobody grades; of the tasks, at most one per slot is passed over
                     task_id = next((t for t in self._by_task if not self._busy[t]), next(iter(self._by_task)))
                     break
-                if not self._held:
+                if not self._held or ahead:
                     task_id = None
                     break
                 self._released.wait()

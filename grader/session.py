@@ -256,18 +256,26 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                   ext_cache: compile_cache.CompileCache | None = None,
                   build_env: compile_cache.BuildEnv | None = None, watch=None,
                   roles: Callable[[], dict[int, str]] = dict, ahead: dict | None = None,
-                  answers: AnswerPool | None = None) -> GradeResult:
+                  answers: AnswerPool | None = None, prepared=None,
+                  started: Callable[[WorkerConn], None] | None = None) -> GradeResult:
     """`ahead`: what building the attempt's extensions ahead of this grade did (grader.buildahead), for the record.
     `answers`: the service's kept reference answers (`grader.answers`): check calls and the calls of a loop of
     `Effort.min_reps` pairs take the pool's seeds. None (`GraderService(answer_pool=False)`): every call takes a
-    fresh seed; the verified timed calls are chosen the same way either way."""
+    fresh seed; the verified timed calls are chosen the same way either way. `prepared`: the attempt's worker
+    started, lent its arena, loaded and called once while the slot graded the attempt before (`grader.ahead`); each
+    of its replies is checked here as the grade's own would have been, and what ended it early ends the grade where
+    it would have. `started(conn)`: told once the attempt's worker is the slot's (the next attempt may start loading
+    ahead then)."""
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
     phases = {k: 0.0 for k in ("startup", "compile", "correctness", "timing", "expert", "reference", "transfer",
                                 "teardown")}
     t_all = time.perf_counter()
-    deadline = time.monotonic() + req.timeout_s
+    if prepared is not None:  # what it spent ahead is spent of its budget; its wait for the slot is not
+        prepared.join()
+    joined = time.perf_counter() - t_all  # the slot's wait for what was not done ahead: startup
+    deadline = time.monotonic() + req.timeout_s - (prepared.spent_s if prepared is not None else 0.0)
     sizes_out: list[SizeResult] = []
     measured: list[float] = []
     sandbox_layers: dict = {}
@@ -282,54 +290,59 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         return left
 
     try:
-        if req.language == "cuda" and not cuda:
-            raise Floor(Status.UNSUPPORTED_ON_BACKEND, Reason.UNSUPPORTED,
-                        "CUDA candidates need a CUDA device; this grader runs on CPU")
-        findings = static_findings(req.source, req.language)
-        if req.language == "pytorch" and card.pytorch_ops:
-            findings += host_compute(req.source, lists=False)
-        for finding in findings:
-            raise Floor(Status.CHEAT_FLAGGED, finding.code, finding.detail)
-        sizes = card.sizes(profile)
-        if not sizes:
-            raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"task {card.task_id} has no sizes for profile {profile}")
+        sizes = precheck(req, card, cuda, profile)
         if effort.start_ahead:
             _start_ahead(slot, task)
         t = time.perf_counter()
         try:
-            conn = slot.spawn(timeout_s=min(remaining(), 300.0), memory_limit_mb=req.memory_limit_mb)
+            conn = slot.spawn(timeout_s=min(remaining(), 300.0), memory_limit_mb=req.memory_limit_mb) \
+                if prepared is None else prepared.taken(slot, req.memory_limit_mb)
         except (OSError, wire.WireError) as e:
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles,
                    answers=answers)
+        if started is not None:
+            started(conn)
         sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"),
                               worker="spare" if conn.spare else "spawned")
+        if prepared is not None:
+            sandbox_layers.update(prepared.layers)
         try:  # before the candidate's code is loaded, as the gate was
-            sandbox_layers["output_arena"] = slot.lend_output_arena(conn, task.fetch_bytes, min(remaining(), 60.0))
+            sandbox_layers["output_arena"] = (slot.lend_output_arena(conn, task.fetch_bytes, min(remaining(), 60.0))
+                                              if prepared is None else prepared.arena())
         except (OSError, wire.WireError) as e:
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the worker could not be lent its output arena: {e}") from None
         g.own_kernels = (declared_kernels(req.source) if req.language == "cuda"
                          else declared_triton_kernels(req.source) if req.language == "triton" else [])
-        phases["startup"] = time.perf_counter() - t
+        phases["startup"] = time.perf_counter() - t + joined
         t = time.perf_counter()
         source, entry = loaded_source(req, card)
         # Only a worker that can neither read nor write the cache (its hello, sent before any
         # candidate code ran, says which layers it entered) is offered entries or heard about builds.
         use = (ext_cache is not None and build_env is not None
                and compile_cache.sealed_from(sandbox_layers, ext_cache.root))
-        offer, blob = _offer(ext_cache, source, build_env) if use else ([], b"")
         if ext_cache is not None:  # recorded before the load, so a load that fails or hangs shows it too
-            sandbox_layers = dict(sandbox_layers, ext_cache={"sealed": use, "offered": len(offer),
+            sandbox_layers = dict(sandbox_layers, ext_cache={"sealed": use, "offered": 0,
                                                              **({"ahead": ahead} if ahead else {})})
-        reply, built, _ = _request(conn, {"op": "load", "source": source, "entry_point": entry, "ext_offer": offer},
-                                   remaining, blob)
-        _check_guards(conn, reply, slot)
+        if prepared is None:
+            offer, blob = _offer(ext_cache, source, build_env) if use else ([], b"")
+            if ext_cache is not None:
+                sandbox_layers["ext_cache"]["offered"] = len(offer)
+            reply, built, _ = _request(conn, {"op": "load", "source": source, "entry_point": entry,
+                                              "ext_offer": offer}, remaining, blob)
+            _check_guards(conn, reply, slot)
+        else:  # its reply checked ahead, as here: what that check raised is raised now
+            offer, reply, built = prepared.loaded()
+            if ext_cache is not None:
+                sandbox_layers["ext_cache"]["offered"] = len(offer)
         if ext_cache is not None:  # a failed load's conclusive build failures too: a later grade raises them again
             sandbox_layers["ext_cache"].update(_ext_record(ext_cache, source, build_env, use, offer, reply, built))
             g.build_failed = (sandbox_layers["ext_cache"].get("failed") or [""])[0]
         if not reply.get("ok"):
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
+        if prepared is not None and prepared.warmed():  # its first call compiled ahead: the grade's own holds a window
+            g.first_call = False
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
             with _part(g, "a size's other work"):  # what no part inside names: trims, the floor check, the record
@@ -381,6 +394,35 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         sandbox=sandbox_layers, sharing=req.sharing,
         kernels_launched=sorted(set(g.kernels))[:200] if g is not None else [],
     )
+
+
+def precheck(req: GradeRequest, card, cuda: bool, profile: str) -> list:
+    """What floors an attempt before any worker starts (a CUDA attempt without a device, the static findings, a card
+    with no sizes for the profile); else the card's sizes for the profile."""
+    if req.language == "cuda" and not cuda:
+        raise Floor(Status.UNSUPPORTED_ON_BACKEND, Reason.UNSUPPORTED,
+                    "CUDA candidates need a CUDA device; this grader runs on CPU")
+    findings = static_findings(req.source, req.language)
+    if req.language == "pytorch" and card.pytorch_ops:
+        findings += host_compute(req.source, lists=False)
+    for finding in findings:
+        raise Floor(Status.CHEAT_FLAGGED, finding.code, finding.detail)
+    sizes = card.sizes(profile)
+    if not sizes:
+        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"task {card.task_id} has no sizes for profile {profile}")
+    return sizes
+
+
+def warm_call(card, size: dict, effort: Effort) -> dict | None:
+    """The message of an untimed, unobserved call at `size` on a fresh seed, its output not kept: what compiles an
+    attempt's kernels for that size when it is loaded ahead (`grader.ahead`). None for a task that makes its own
+    inputs (its reference worker makes them, for the grade)."""
+    if card.inputs_from == "task":
+        return None
+    out_nbytes = DTYPE_BYTES[card.output_dtype] * _prod(resolve_shape(card.output_shape, size))
+    return {"op": "call", "specs": resolve_specs(card, size), "seed": secrets.randbits(63), "out_nbytes": out_nbytes,
+            "keep_inputs": False, "keep": False, "tag": "warm", "trace": False, "gated": False,
+            "behind": not effort.draw_before_gate, "fill_behind": False}
 
 
 def loaded_source(req: GradeRequest, card) -> tuple[str, str]:

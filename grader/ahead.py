@@ -1,0 +1,152 @@
+"""An attempt loaded ahead of its grade (`GraderService(load_ahead=True)`, off until a GPU run has measured it).
+
+While a slot grades one attempt, its next one's worker is started (the slot's spare, under its second candidate
+uid), lent its output arena, given the attempt's code to load, and called once, untimed and unobserved, at the
+attempt's first size on a fresh seed, its output not kept: the attempt's kernels for that size are compiled when its
+grade begins. At 6 slots on an H100 (runs 89 and 90) a grade spent 0.33 s taking its worker, 0.23 s loading and 1.38 s
+in its first call, which compiles, of 8.7 s of the slot's time; here they run beside the slot's previous grade.
+
+What it changes, and what it does not:
+- Each reply of the load and of the call is checked ahead as the grade's own is (`session._check_guards`), and what
+  that check raised, or what ended the preparation (a worker that failed to start, a crash, a hang), is raised in
+  the grade at the point where the grade's own step would have met it (`Prepared.taken`, `arena`, `loaded`,
+  `warmed`). A call whose candidate raised is not judged here: the grade's own first call meets it.
+- The time it spent is spent of the attempt's budget (`Prepared.spent_s`); its wait for the slot is not.
+- Two candidates' workers are alive in the slot at once, each under its own uid with its own output arena
+  (`Slot.lend_output_arena`); the next spare starts only once the earlier attempt is finished (`Slot.spawn_ahead`,
+  `Slot.resume_spares`), since that attempt's end sweeps its uid.
+- The untimed call runs in no window of the device lock, as an attempt's first call always has (it compiles for
+  seconds of CPU): beside the slot's previous grade instead of beside another slot's.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from grader.contract import GradeRequest
+from grader.launcher import Slot, WorkerConn
+
+
+@dataclass
+class Prepared:
+    """One attempt's preparation ahead of its grade, run on a thread of its own (`prepare`)."""
+
+    req: GradeRequest
+    conn: WorkerConn | None = None
+    layers: dict = field(default_factory=dict)
+    """The sandbox record it adds to the grade's (`worker`, `ahead_s`)."""
+    arena_state: str = ""
+    offer: list = field(default_factory=list)
+    load_reply: dict | None = None
+    built: bytes = b""
+    warm_reply: dict | None = None
+    stage: str = "start"
+    """Where it is, or where it ended: start, arena, load, warm, done."""
+    error: BaseException | None = None
+    spent_s: float = 0.0
+    thread: threading.Thread | None = None
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+
+    def _raise_at(self, stage: str) -> None:
+        if self.error is not None and self.stage == stage:
+            raise self.error
+
+    def taken(self, slot: Slot, memory_limit_mb: int | None) -> WorkerConn:
+        """The worker, now the slot's (its cores; the next spare starts); what ended its start is raised."""
+        self._raise_at("start")
+        try:
+            slot.settle(self.conn)
+        except OSError:
+            slot.finish(self.conn)
+            raise
+        slot.resume_spares(self.conn, memory_limit_mb)
+        return self.conn
+
+    def arena(self) -> str:
+        self._raise_at("arena")
+        return self.arena_state
+
+    def loaded(self) -> tuple[list, dict, bytes]:
+        """The load's offer, reply (checked ahead) and built payload; what ended it is raised."""
+        self._raise_at("load")
+        return self.offer, self.load_reply, self.built
+
+    def warmed(self) -> bool:
+        """Whether the untimed call at the first size was made and answered; what its check raised, or what ended
+        it (a crash, a hang), is raised."""
+        self._raise_at("warm")
+        return bool(self.warm_reply and self.warm_reply.get("ok"))
+
+
+def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, ext_cache=None,
+            build_env=None) -> Prepared | None:
+    """Start preparing `req` on a thread while `busy` (the slot's attempt now graded) runs; None for an attempt
+    that needs no worker (it floors before one starts: `session.precheck`) or a slot without a second uid."""
+    from grader import session
+
+    if not slot.spares:
+        return None
+    cuda = slot.device.startswith("cuda")
+    profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
+    try:
+        sizes = session.precheck(req, task.card, cuda, profile)
+    except session.Floor:
+        return None
+    prepared = Prepared(req)
+
+    def run() -> None:
+        t0 = time.monotonic()
+        deadline = t0 + req.timeout_s
+
+        def remaining() -> float:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise session.Floor(session.Status.TIMEOUT, session.Reason.TIMEOUT,
+                                    f"attempt exceeded its {req.timeout_s:.0f} s budget")
+            return left
+
+        parts = {}
+        try:
+            t = time.monotonic()
+            prepared.conn = conn = slot.spawn_ahead(busy, min(remaining(), 300.0), req.memory_limit_mb)
+            prepared.layers = {"worker": "loaded ahead"}
+            prepared.stage = "arena"
+            prepared.arena_state = slot.lend_output_arena(conn, task.fetch_bytes, min(remaining(), 60.0))
+            parts["startup"] = time.monotonic() - t
+            prepared.stage = "load"
+            t = time.monotonic()
+            source, entry = session.loaded_source(req, task.card)
+            layers = dict(conn.hello.get("sandbox", {}))
+            use = (ext_cache is not None and build_env is not None
+                   and session.compile_cache.sealed_from(layers, ext_cache.root))
+            prepared.offer, blob = session._offer(ext_cache, source, build_env) if use else ([], b"")
+            reply, prepared.built, _ = session._request(
+                conn, {"op": "load", "source": source, "entry_point": entry, "ext_offer": prepared.offer},
+                remaining, blob)
+            prepared.load_reply = reply
+            session._check_guards(conn, reply, slot)
+            parts["load"] = time.monotonic() - t
+            if not reply.get("ok"):
+                return
+            msg = session.warm_call(task.card, sizes[0][0], effort)
+            if msg is None:
+                return
+            prepared.stage = "warm"
+            t = time.monotonic()
+            prepared.warm_reply, _, _ = session._request(conn, msg, remaining)
+            session._check_guards(conn, prepared.warm_reply, slot)
+            parts["first call"] = time.monotonic() - t
+            prepared.stage = "done"
+        except Exception as e:  # noqa: BLE001 - raised again in the grade, at its stage, as its own would be
+            prepared.error = e
+        finally:
+            prepared.spent_s = time.monotonic() - t0
+            prepared.layers["ahead_s"] = {k: round(v, 4) for k, v in parts.items()}
+
+    prepared.thread = threading.Thread(target=run, name=f"slot{slot.index}-ahead-{req.attempt_id}"[:60], daemon=True)
+    prepared.thread.start()
+    return prepared

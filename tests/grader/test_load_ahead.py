@@ -1,0 +1,73 @@
+"""Attempts loaded ahead of their grades (`GraderService(load_ahead=True)`, `grader.ahead`): while a slot grades one
+attempt, the next one's worker starts, loads it and calls it once at its first size. Each grade must end exactly as
+it ends without (the same statuses and reasons), a hostile attempt loaded ahead must not reach the grade running
+beside it, and nothing may outlive the service. Real zygotes, uids and namespaces, on the CPU."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from grader import sandbox
+from grader.contract import GradeRequest, Reason, Status
+from grader.service import GraderService
+from tests.grader.test_spares import HONEST, HOSTILE, TASK
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loading ahead needs the root-run sandbox's second uid")
+
+# HOSTILE, at its first call, leaves a process behind and kills every process it may reach: made ahead, that call
+# runs while the attempt before it is graded.
+
+# Changes the worker's interpreter at its first call only: the call made ahead is the one that sees it.
+TAMPERS = ("import torch\nDONE = []\n" + HONEST.replace(
+    "def run(x):\n",
+    "def run(x):\n    if not DONE:\n        DONE.append(1)\n        torch.Tensor.clone = lambda self: self\n"))
+CRASHES = HONEST.replace("def run(x):\n", "def run(x):\n    import os\n    os._exit(3)\n")
+RAISES = HONEST.replace("def run(x):\n", "def run(x):\n    raise ValueError('no')\n")
+HANGS_AT_IMPORT = "import time\ntime.sleep(600)\n" + HONEST
+WRONG = HONEST.replace("return e / e.sum(-1, keepdim=True)", "return e")
+BROKEN = "import torch\ndef run(x):\n    return (\n"
+
+
+def _grade(sources: list[str], load_ahead: bool, timeout_s: float = 120.0) -> tuple[list, list, object]:
+    with GraderService(mode="zygote", workers=1, spare_workers=True, load_ahead=load_ahead) as svc:
+        slot = svc.slots[0]
+        reqs = [GradeRequest(attempt_id=f"a{i}", task_id=TASK, source=src, language="pytorch", timeout_s=timeout_s)
+                for i, src in enumerate(sources)]
+        results = sorted(svc.grade(reqs), key=lambda r: int(r.attempt_id[1:]))
+        uids = (slot.uid, slot.spare_uid)
+    return results, [r.sandbox.get("worker") for r in results], uids
+
+
+def test_attempts_loaded_ahead_grade_as_they_do_without_and_a_hostile_one_reaches_nothing_beside_it():
+    sources = [HONEST, HOSTILE, HONEST, TAMPERS, CRASHES, RAISES, WRONG, BROKEN, HONEST, HONEST]
+    ahead, workers, uids = _grade(sources, load_ahead=True)
+    plain, plain_workers, _ = _grade(sources, load_ahead=False)
+    assert [(r.status, r.reason_code) for r in ahead] == [(r.status, r.reason_code) for r in plain], \
+        [(r.attempt_id, r.status, r.reason) for r in ahead]
+    assert "loaded ahead" not in plain_workers
+    # With one slot, every attempt but the first and the last (which wait for no other) is loaded ahead.
+    assert workers[0] != "loaded ahead" and workers[-1] != "loaded ahead"
+    assert workers[1:-1] == ["loaded ahead"] * (len(sources) - 2), workers
+    # The hostile attempt made its first call ahead, while the first attempt was graded: that grade is untouched.
+    assert ahead[0].status is Status.CORRECT, ahead[0].reason
+    assert ahead[1].status is not Status.CORRECT and ahead[2].status is Status.CORRECT, ahead[2].reason
+    # What the call made ahead found is the grade's: the interpreter changed there, the worker died there.
+    assert (ahead[3].status, ahead[3].reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), ahead[3].reason
+    assert ahead[4].status is Status.CRASHED and ahead[5].status is Status.RUNTIME_ERROR
+    assert ahead[6].status is Status.WRONG_OUTPUT and ahead[7].status is Status.COMPILE_ERROR
+    warm = ahead[2].sandbox["ahead_s"]
+    assert set(warm) == {"startup", "load", "first call"} and all(v >= 0 for v in warm.values()), warm
+    assert all(not sandbox.uid_pids(uid) for uid in uids)  # nothing of either candidate uid outlives the service
+
+
+def test_an_attempt_that_hangs_loading_ahead_times_out_on_its_own_budget():
+    """Its import hangs ahead, while the first attempt is graded: it times out as it does loaded in its grade, on its
+    own budget counted from its start ahead, and the attempts around it grade correct."""
+    sources = [HONEST, HANGS_AT_IMPORT, HONEST, HONEST]
+    ahead, workers, uids = _grade(sources, load_ahead=True, timeout_s=8.0)
+    plain, _, _ = _grade(sources, load_ahead=False, timeout_s=8.0)
+    assert workers[1] == "loaded ahead"
+    assert [r.status for r in ahead] == [r.status for r in plain] == [
+        Status.CORRECT, Status.TIMEOUT, Status.CORRECT, Status.CORRECT], [(r.status, r.reason) for r in ahead]
+    assert all(not sandbox.uid_pids(uid) for uid in uids)
