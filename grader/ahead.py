@@ -13,7 +13,7 @@ What it changes, and what it does not:
   `warmed`). A call whose candidate raised is not judged here: the grade's own first call meets it.
 - The time it spent is spent of the attempt's budget (`Prepared.spent_s`); its wait for the slot is not.
 - Two candidates' workers are alive in the slot at once, each under its own uid with its own output arena
-  (`Slot.lend_output_arena`); the next spare starts only once the earlier attempt is finished (`Slot.spawn_ahead`,
+  (`Slot.lend_output_arena`, one per uid with `load_ahead`); the next spare starts only once the earlier attempt is finished (`Slot.spawn_ahead`,
   `Slot.resume_spares`), since that attempt's end sweeps its uid.
 - The untimed call runs in no window of the device lock, as an attempt's first call always has (it compiles for
   seconds of CPU): beside the slot's previous grade instead of beside another slot's.
@@ -88,7 +88,7 @@ def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, ext_c
     that needs no worker (it floors before one starts: `session.precheck`) or a slot without a second uid."""
     from grader import session
 
-    if not slot.spares:
+    if not (slot.spares and slot.load_ahead):
         return None
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")

@@ -422,7 +422,8 @@ class Slot:
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
-                 output_arena: bool = True, spares: bool = False, role_spares: bool = False):
+                 output_arena: bool = True, spares: bool = False, role_spares: bool = False,
+                 load_ahead: bool = False):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -472,7 +473,10 @@ class Slot:
         self.launch_gate = launch_gate
         self.reference_arena = reference_arena
         self.output_arena = output_arena
-        self._out_arenas: dict[int | None, wire.Arena] = {}  # by candidate uid: a worker loaded ahead has its own
+        # The output arenas (`lend_output_arena`): one, or with `load_ahead` one per candidate uid (a worker loaded
+        # ahead runs beside the one graded, and each has its own).
+        self._out_arenas: dict[int | None, wire.Arena] = {}
+        self.load_ahead = load_ahead
         self.boot_timeout_s = boot_timeout_s
         self.zygote: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
@@ -522,8 +526,9 @@ class Slot:
         its worker), else a fresh worker under that uid. No next spare starts: it would take `busy`'s uid while
         `busy` runs, and `finish(busy)` sweeps that uid. `resume_spares` starts it once `busy` is finished. It boots
         and loads on the cores no slot is given; the slot's own cores are its once its grade begins (`settle`)."""
-        if not self.spares:
-            raise RuntimeError("a worker loaded ahead needs the slot's second candidate uid (spares, as root)")
+        if not (self.spares and self.load_ahead):
+            raise RuntimeError("a worker loaded ahead needs `load_ahead` and the slot's second candidate uid (spares, "
+                               "as root)")
         other = self.spare_uid if busy.uid == self.uid else self.uid
         conn, limit = self._joined_spare()
         if conn is not None and (limit != memory_limit_mb or conn.uid != other or _alive(conn.pid) is not None):
@@ -673,20 +678,21 @@ class Slot:
     def lend_output_arena(self, conn: WorkerConn, nbytes: int, timeout_s: float) -> str:
         """Lend a fresh candidate worker, before any candidate code runs, the slot's arena for what its fetches
         copy to this side (an output, and the inputs kept with it), grown to `nbytes` (at most wire.ARENA_MAX; a
-        bigger fetch takes a memfd). One arena per candidate uid serves the slot's candidates under it one after
-        another, page-locked once; `finish` scrubs it. Two workers alive at once (one loaded ahead, `spawn_ahead`) are
-        under the slot's two candidate uids, so neither is ever lent the arena the other's outputs come through.
-        Returns its state as the worker found it: "pinned", "mapped" or "off: why"."""
+        bigger fetch takes a memfd). One arena serves the slot's candidates one after another, page-locked once;
+        `finish` scrubs it. With `load_ahead`, two workers are alive at once (one loaded ahead, `spawn_ahead`), under
+        the slot's two candidate uids, and each uid has an arena of its own: neither worker is ever lent the arena
+        the other's outputs come through. Returns its state as the worker found it: "pinned", "mapped" or "off: why"."""
         if not self.output_arena:
             return "off: switched off for this service"
         need = min(nbytes, wire.ARENA_MAX)
-        arena = self._out_arenas.get(conn.uid)
+        key = conn.uid if self.load_ahead else None
+        arena = self._out_arenas.get(key)
         if arena is None or arena.nbytes < need:
             if arena is not None:
                 arena.close()
-                del self._out_arenas[conn.uid]
+                del self._out_arenas[key]
             try:
-                arena = self._out_arenas[conn.uid] = wire.Arena(need, pin=self.device.startswith("cuda"))
+                arena = self._out_arenas[key] = wire.Arena(need, pin=self.device.startswith("cuda"))
             except OSError as e:  # no memory to lend: the fetches take the memfd path
                 return f"off: {type(e).__name__}: {e}"[:300]
         reply, _, _ = conn.request({"op": "arena"}, timeout_s, fd=arena.fd)

@@ -137,7 +137,8 @@ class GraderService:
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
-                           spares=cuda if spare_workers is None else spare_workers, role_spares=role_spares)
+                           spares=cuda if spare_workers is None else spare_workers, role_spares=role_spares,
+                           load_ahead=load_ahead)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()

@@ -36,6 +36,8 @@ def _grade(sources: list[str], load_ahead: bool, timeout_s: float = 120.0) -> tu
                 for i, src in enumerate(sources)]
         results = sorted(svc.grade(reqs), key=lambda r: int(r.attempt_id[1:]))
         uids = (slot.uid, slot.spare_uid)
+        # one output arena, or one per candidate uid when two workers may be alive at once
+        assert len(slot._out_arenas) == (2 if load_ahead else 1), slot._out_arenas
     return results, [r.sandbox.get("worker") for r in results], uids
 
 
