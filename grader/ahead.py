@@ -1,22 +1,24 @@
 """An attempt loaded ahead of its grade (`GraderService(load_ahead=True)`, off until a GPU run has measured it).
 
 While a slot grades one attempt, its next one's worker is started (the slot's spare, under its second candidate
-uid), lent its output arena, given the attempt's code to load, and called once, untimed and unobserved, at the
-attempt's first size on a fresh seed, its output not kept: the attempt's kernels for that size are compiled when its
-grade begins. At 6 slots on an H100 (runs 89 and 90) a grade spent 0.33 s taking its worker, 0.23 s loading and 1.38 s
-in its first call, which compiles, of 8.7 s of the slot's time; here they run beside the slot's previous grade.
+uid), lent its output arena and given the attempt's code to load. At 6 slots on an H100 (runs 89 and 90) a grade spent
+0.33 s taking its worker and 0.23 s loading, of 8.7 s of the slot's time; here they run beside the slot's previous
+grade.
 
 What it changes, and what it does not:
-- Each reply of the load and of the call is checked ahead as the grade's own is (`session._check_guards`), and what
-  that check raised, or what ended the preparation (a worker that failed to start, a crash, a hang), is raised in
-  the grade at the point where the grade's own step would have met it (`Prepared.taken`, `arena`, `loaded`,
-  `warmed`). A call whose candidate raised is not judged here: the grade's own first call meets it.
+- The candidate's code runs nothing ahead but its import: no call. A call made ahead would be a call its grade does
+  not check (an attempt that misbehaves on its first call only would hide it there: a review of the first version,
+  which called once ahead to compile, graded such attempts correct). Its first call, which compiles, is the grade's
+  own first check call, verified and observed as before.
+- The load's reply is checked ahead as the grade's own is (`session._check_guards`), and what that check raised, or
+  what ended the preparation (a worker that failed to start, a crash, a hang), is raised in the grade at the step
+  where its own would have met it (`Prepared.taken`, `arena`, `loaded`).
 - The time it spent is spent of the attempt's budget (`Prepared.spent_s`); its wait for the slot is not.
 - Two candidates' workers are alive in the slot at once, each under its own uid with its own output arena
-  (`Slot.lend_output_arena`, one per uid with `load_ahead`); the next spare starts only once the earlier attempt is finished (`Slot.spawn_ahead`,
-  `Slot.resume_spares`), since that attempt's end sweeps its uid.
-- The untimed call runs in no window of the device lock, as an attempt's first call always has (it compiles for
-  seconds of CPU): beside the slot's previous grade instead of beside another slot's.
+  (`Slot.lend_output_arena`, one per uid with `load_ahead`); the next spare starts only once the earlier attempt is
+  finished (`Slot.spawn_ahead`, `Slot.resume_spares`), since that attempt's end sweeps its uid.
+- The import runs in no window of the device lock, as every load has: beside its own slot's previous grade instead of
+  beside another slot's.
 """
 from __future__ import annotations
 
@@ -40,9 +42,8 @@ class Prepared:
     offer: list = field(default_factory=list)
     load_reply: dict | None = None
     built: bytes = b""
-    warm_reply: dict | None = None
     stage: str = "start"
-    """Where it is, or where it ended: start, arena, load, warm, done."""
+    """Where it is, or where it ended: start, arena, load, done."""
     error: BaseException | None = None
     spent_s: float = 0.0
     thread: threading.Thread | None = None
@@ -56,13 +57,11 @@ class Prepared:
             raise self.error
 
     def taken(self, slot: Slot, memory_limit_mb: int | None) -> WorkerConn:
-        """The worker, now the slot's (its cores; the next spare starts); what ended its start is raised."""
+        """The worker, now the slot's (the next spare starts); what ended its start is raised. A worker that died
+        ahead is the grade's all the same: its load's error (raised by `loaded`) and its end (`Slot.finish`) say how,
+        as they would have in the grade."""
         self._raise_at("start")
-        try:
-            slot.settle(self.conn)
-        except OSError:
-            slot.finish(self.conn)
-            raise
+        slot.settle(self.conn)
         slot.resume_spares(self.conn, memory_limit_mb)
         return self.conn
 
@@ -75,32 +74,27 @@ class Prepared:
         self._raise_at("load")
         return self.offer, self.load_reply, self.built
 
-    def warmed(self) -> bool:
-        """Whether the untimed call at the first size was made and answered; what its check raised, or what ended
-        it (a crash, a hang), is raised."""
-        self._raise_at("warm")
-        return bool(self.warm_reply and self.warm_reply.get("ok"))
 
 
-def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, ext_cache=None,
-            build_env=None) -> Prepared | None:
-    """Start preparing `req` on a thread while `busy` (the slot's attempt now graded) runs; None for an attempt
-    that needs no worker (it floors before one starts: `session.precheck`) or a slot without a second uid."""
+def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, ext_cache=None, build_env=None) -> Prepared:
+    """Start preparing `req` on a thread while `busy` (the slot's attempt now graded) runs. An attempt that needs no
+    worker (it floors before one starts: `session.precheck`) prepares nothing, and its grade floors it as ever."""
     from grader import session
 
     if not (slot.spares and slot.load_ahead):
-        return None
-    cuda = slot.device.startswith("cuda")
-    profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
-    try:
-        sizes = session.precheck(req, task.card, cuda, profile)
-    except session.Floor:
-        return None
+        raise RuntimeError("loading ahead needs `load_ahead` and the slot's second candidate uid (spares, as root)")
     prepared = Prepared(req)
 
     def run() -> None:
         t0 = time.monotonic()
         deadline = t0 + req.timeout_s
+        cuda = slot.device.startswith("cuda")
+        profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
+        try:
+            session.precheck(req, task.card, cuda, profile)
+        except session.Floor:  # its grade floors it, with no worker
+            prepared.stage = "done"
+            return
 
         def remaining() -> float:
             left = deadline - time.monotonic()
@@ -130,16 +124,6 @@ def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, ext_c
             prepared.load_reply = reply
             session._check_guards(conn, reply, slot)
             parts["load"] = time.monotonic() - t
-            if not reply.get("ok"):
-                return
-            msg = session.warm_call(task.card, sizes[0][0], effort)
-            if msg is None:
-                return
-            prepared.stage = "warm"
-            t = time.monotonic()
-            prepared.warm_reply, _, _ = session._request(conn, msg, remaining)
-            session._check_guards(conn, prepared.warm_reply, slot)
-            parts["first call"] = time.monotonic() - t
             prepared.stage = "done"
         except Exception as e:  # noqa: BLE001 - raised again in the grade, at its stage, as its own would be
             prepared.error = e
@@ -148,5 +132,5 @@ def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, ext_c
             prepared.layers["ahead_s"] = {k: round(v, 4) for k, v in parts.items()}
 
     prepared.thread = threading.Thread(target=run, name=f"slot{slot.index}-ahead-{req.attempt_id}"[:60], daemon=True)
-    prepared.thread.start()
+    slot.preparing(prepared.thread)
     return prepared

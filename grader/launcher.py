@@ -529,6 +529,8 @@ class Slot:
         if not (self.spares and self.load_ahead):
             raise RuntimeError("a worker loaded ahead needs `load_ahead` and the slot's second candidate uid (spares, "
                                "as root)")
+        if self._closing:
+            raise RuntimeError("the slot is closing: no worker loads ahead")
         other = self.spare_uid if busy.uid == self.uid else self.uid
         conn, limit = self._joined_spare()
         if conn is not None and (limit != memory_limit_mb or conn.uid != other or _alive(conn.pid) is not None):
@@ -540,10 +542,19 @@ class Slot:
         return conn
 
     def settle(self, conn: WorkerConn) -> None:
-        """A worker loaded ahead moves onto the slot's cores as its grade begins (as a spare taken does)."""
+        """A worker loaded ahead moves onto the slot's cores as its grade begins, as a spare taken does, when it still
+        runs (its threads are listed): one that died ahead is the grade's all the same, whose next request finds it
+        dead. Its cores are the slot's to keep others off, no boundary: a worker that cannot be moved stays."""
         self.live[conn.pid] = "candidate"
-        if self.config["cpus"]:
-            pin_threads(conn.pid, self.config["cpus"])
+        if self.config["cpus"] and _alive(conn.pid) is None:
+            with contextlib.suppress(OSError):
+                pin_threads(conn.pid, self.config["cpus"])
+
+    def preparing(self, thread: threading.Thread) -> None:
+        """Start `thread`, an attempt's preparation ahead (`grader.ahead`), known to the slot: `close` waits for it."""
+        self._ahead = [t for t in self._ahead if t.is_alive()]
+        self._ahead.append(thread)
+        thread.start()
 
     def resume_spares(self, conn: WorkerConn, memory_limit_mb: int | None = None) -> None:
         """The next spare starts, under the candidate uid `conn` (the attempt now graded) does not use."""
@@ -896,7 +907,7 @@ class Slot:
 
     def close(self) -> None:
         self._closing = True
-        for thread in self._ahead:  # a start ahead ends in its worker kept, or in nothing
+        for thread in self._ahead:  # a start (or an attempt's load) ahead ends in its worker kept, or in nothing
             thread.join(self.boot_timeout_s)
         spare, _ = self._joined_spare()
         if spare is not None:

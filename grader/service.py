@@ -7,6 +7,7 @@ compilation and correctness on the CPU cores, while timing takes the device excl
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import os
 import queue
@@ -68,9 +69,8 @@ class GraderService:
         `role_spares` (each slot boots its next expert and reference workers before a new task needs them,
         `Slot._kept_or_started`; off: H100 run 88 graded round 1 in 118 s against 107 without, each start longer
         beside more of them, and ran a reference out of device memory),
-        `load_ahead` (while a slot grades an attempt, its next one's worker starts, loads it and calls it once at
-        its first size, so its kernels are compiled when its grade begins: `grader.ahead`; off until a GPU run has
-        measured it; needs spares),
+        `load_ahead` (while a slot grades an attempt, its next one's worker starts and loads it: `grader.ahead`; off
+        until a GPU run has measured it; needs spares),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -259,11 +259,14 @@ class GraderService:
             last = req.task_id
 
             def started(conn, req=req) -> None:
-                """Once this attempt's worker is the slot's, the next one may start loading ahead."""
+                """Once this attempt's worker is the slot's, the next one may start loading ahead. A request taken
+                ahead is graded next whatever becomes of its preparation: without one, as it would have been."""
                 nonlocal nxt
                 ahead = todo.take(req.task_id, ahead=len(self.slots)) if self.load_ahead else None
                 if ahead is not None:
-                    nxt = (ahead, self._prepare(ahead, slot, conn))
+                    nxt = (ahead, None)
+                    with contextlib.suppress(Exception):
+                        nxt = (ahead, self._prepare(ahead, slot, conn))
 
             try:
                 if req.task_id not in self.catalogue:  # no grade at all: the request is at fault, not a worker
@@ -284,12 +287,13 @@ class GraderService:
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))
 
     def _prepare(self, req: GradeRequest, slot, busy):
-        """`req` loaded ahead in `slot` while `busy` is graded (`grader.ahead.prepare`); None where it cannot be."""
+        """`req` loaded ahead in `slot` while `busy` is graded (`grader.ahead.prepare`); None for a task the grader
+        does not know (its grade says so)."""
         from grader.ahead import prepare
 
         if req.task_id not in self.catalogue:
             return None
-        return prepare(req, self.task(req.task_id), slot, busy, self.effort, self.ext_cache, self.build_env)
+        return prepare(req, self.task(req.task_id), slot, busy, self.ext_cache, self.build_env)
 
     def _infra(self, req: GradeRequest, why: str, code: Reason = Reason.INFRA) -> GradeResult:
         card = self.catalogue.get(req.task_id)

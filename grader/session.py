@@ -262,9 +262,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
     `answers`: the service's kept reference answers (`grader.answers`): check calls and the calls of a loop of
     `Effort.min_reps` pairs take the pool's seeds. None (`GraderService(answer_pool=False)`): every call takes a
     fresh seed; the verified timed calls are chosen the same way either way. `prepared`: the attempt's worker
-    started, lent its arena, loaded and called once while the slot graded the attempt before (`grader.ahead`); each
-    of its replies is checked here as the grade's own would have been, and what ended it early ends the grade where
-    it would have. `started(conn)`: told once the attempt's worker is the slot's (the next attempt may start loading
+    started, lent its arena and loaded while the slot graded the attempt before (`grader.ahead`); what ended that
+    early ends the grade at the step where its own would have met it. `started(conn)`: told once the attempt's worker is the slot's (the next attempt may start loading
     ahead then)."""
     card = task.card
     cuda = slot.device.startswith("cuda")
@@ -341,8 +340,6 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             g.build_failed = (sandbox_layers["ext_cache"].get("failed") or [""])[0]
         if not reply.get("ok"):
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
-        if prepared is not None and prepared.warmed():  # its first call compiled ahead: the grade's own holds a window
-            g.first_call = False
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
             with _part(g, "a size's other work"):  # what no part inside names: trims, the floor check, the record
@@ -411,18 +408,6 @@ def precheck(req: GradeRequest, card, cuda: bool, profile: str) -> list:
     if not sizes:
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"task {card.task_id} has no sizes for profile {profile}")
     return sizes
-
-
-def warm_call(card, size: dict, effort: Effort) -> dict | None:
-    """The message of an untimed, unobserved call at `size` on a fresh seed, its output not kept: what compiles an
-    attempt's kernels for that size when it is loaded ahead (`grader.ahead`). None for a task that makes its own
-    inputs (its reference worker makes them, for the grade)."""
-    if card.inputs_from == "task":
-        return None
-    out_nbytes = DTYPE_BYTES[card.output_dtype] * _prod(resolve_shape(card.output_shape, size))
-    return {"op": "call", "specs": resolve_specs(card, size), "seed": secrets.randbits(63), "out_nbytes": out_nbytes,
-            "keep_inputs": False, "keep": False, "tag": "warm", "trace": False, "gated": False,
-            "behind": not effort.draw_before_gate, "fill_behind": False}
 
 
 def loaded_source(req: GradeRequest, card) -> tuple[str, str]:

@@ -15,13 +15,17 @@ from tests.grader.test_spares import HONEST, HOSTILE, TASK
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loading ahead needs the root-run sandbox's second uid")
 
-# HOSTILE, at its first call, leaves a process behind and kills every process it may reach: made ahead, that call
-# runs while the attempt before it is graded.
-
-# Changes the worker's interpreter at its first call only: the call made ahead is the one that sees it.
-TAMPERS = ("import torch\nDONE = []\n" + HONEST.replace(
-    "def run(x):\n",
-    "def run(x):\n    if not DONE:\n        DONE.append(1)\n        torch.Tensor.clone = lambda self: self\n"))
+# At its import, which runs ahead while the attempt before it is graded: a process left behind, and every process
+# it may reach killed. (HOSTILE does the same at its first call, which is its grade's own.)
+HOSTILE_AT_IMPORT = ("import os, signal, time\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\n"
+                     "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n" + HONEST)
+# Misbehave on their first call only: nothing is called ahead, so the grade's first check call meets it (a first
+# version made one unchecked call ahead and graded these three correct). TAMPERS changes the worker's interpreter.
+_FIRST = "def run(x):\n    if not DONE:\n        DONE.append(1)\n        "
+FIRST_RAISES = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "raise RuntimeError('first')\n")
+FIRST_WRONG = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "return torch.zeros_like(x)\n")
+FIRST_FORBIDDEN = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "return x.softmax(-1)\n")
+TAMPERS = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "torch.Tensor.clone = lambda self: self\n")
 CRASHES = HONEST.replace("def run(x):\n", "def run(x):\n    import os\n    os._exit(3)\n")
 RAISES = HONEST.replace("def run(x):\n", "def run(x):\n    raise ValueError('no')\n")
 HANGS_AT_IMPORT = "import time\ntime.sleep(600)\n" + HONEST
@@ -42,7 +46,8 @@ def _grade(sources: list[str], load_ahead: bool, timeout_s: float = 120.0) -> tu
 
 
 def test_attempts_loaded_ahead_grade_as_they_do_without_and_a_hostile_one_reaches_nothing_beside_it():
-    sources = [HONEST, HOSTILE, HONEST, TAMPERS, CRASHES, RAISES, WRONG, BROKEN, HONEST, HONEST]
+    sources = [HONEST, HOSTILE_AT_IMPORT, HONEST, HOSTILE, TAMPERS, CRASHES, RAISES, WRONG, BROKEN, FIRST_RAISES,
+               FIRST_WRONG, FIRST_FORBIDDEN, HONEST, HONEST]
     ahead, workers, uids = _grade(sources, load_ahead=True)
     plain, plain_workers, _ = _grade(sources, load_ahead=False)
     assert [(r.status, r.reason_code) for r in ahead] == [(r.status, r.reason_code) for r in plain], \
@@ -51,15 +56,16 @@ def test_attempts_loaded_ahead_grade_as_they_do_without_and_a_hostile_one_reache
     # With one slot, every attempt but the first and the last (which wait for no other) is loaded ahead.
     assert workers[0] != "loaded ahead" and workers[-1] != "loaded ahead"
     assert workers[1:-1] == ["loaded ahead"] * (len(sources) - 2), workers
-    # The hostile attempt made its first call ahead, while the first attempt was graded: that grade is untouched.
+    # The hostile import ran ahead, while the first attempt was graded: that grade is untouched.
     assert ahead[0].status is Status.CORRECT, ahead[0].reason
-    assert ahead[1].status is not Status.CORRECT and ahead[2].status is Status.CORRECT, ahead[2].reason
-    # What the call made ahead found is the grade's: the interpreter changed there, the worker died there.
-    assert (ahead[3].status, ahead[3].reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), ahead[3].reason
-    assert ahead[4].status is Status.CRASHED and ahead[5].status is Status.RUNTIME_ERROR
-    assert ahead[6].status is Status.WRONG_OUTPUT and ahead[7].status is Status.COMPILE_ERROR
-    warm = ahead[2].sandbox["ahead_s"]
-    assert set(warm) == {"startup", "load", "first call"} and all(v >= 0 for v in warm.values()), warm
+    assert ahead[1].status is Status.CHEAT_FLAGGED and ahead[2].status is Status.CORRECT, ahead[2].reason
+    assert ahead[3].status is not Status.CORRECT
+    assert (ahead[4].status, ahead[4].reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), ahead[4].reason
+    assert ahead[5].status is Status.CRASHED and ahead[6].status is Status.RUNTIME_ERROR
+    assert ahead[7].status is Status.WRONG_OUTPUT and ahead[8].status is Status.COMPILE_ERROR
+    assert [r.status for r in ahead[9:12]] == [Status.RUNTIME_ERROR, Status.WRONG_OUTPUT, Status.CHEAT_FLAGGED]
+    spent = ahead[2].sandbox["ahead_s"]
+    assert set(spent) == {"startup", "load"} and all(v >= 0 for v in spent.values()), spent
     assert all(not sandbox.uid_pids(uid) for uid in uids)  # nothing of either candidate uid outlives the service
 
 
@@ -73,3 +79,18 @@ def test_an_attempt_that_hangs_loading_ahead_times_out_on_its_own_budget():
     assert [r.status for r in ahead] == [r.status for r in plain] == [
         Status.CORRECT, Status.TIMEOUT, Status.CORRECT, Status.CORRECT], [(r.status, r.reason) for r in ahead]
     assert all(not sandbox.uid_pids(uid) for uid in uids)
+
+
+def test_a_request_taken_ahead_whose_preparation_cannot_start_is_graded_as_without():
+    """What fails in starting a preparation (here: every one) ends no grade and loses no request: each attempt taken
+    ahead is graded next, its worker its own."""
+    def broken(*_):
+        raise RuntimeError("can't start new thread")
+
+    with GraderService(mode="zygote", workers=1, spare_workers=True, load_ahead=True) as svc:
+        svc._prepare = broken
+        results = list(svc.grade([GradeRequest(attempt_id=f"p{i}", task_id=TASK, source=HONEST, language="pytorch")
+                                  for i in range(4)]))
+    assert sorted(r.attempt_id for r in results) == ["p0", "p1", "p2", "p3"]
+    assert all(r.status is Status.CORRECT for r in results), [(r.status, r.reason) for r in results]
+    assert "loaded ahead" not in {r.sandbox.get("worker") for r in results}
