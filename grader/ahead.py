@@ -1,24 +1,28 @@
 """An attempt loaded ahead of its grade (`GraderService(load_ahead=True)`, off until a GPU run has measured it).
 
 While a slot grades one attempt, its next one's worker is started (the slot's spare, under its second candidate
-uid), lent its output arena and given the attempt's code to load. At 6 slots on an H100 (runs 89 and 90) a grade spent
-0.33 s taking its worker and 0.23 s loading, of 8.7 s of the slot's time; here they run beside the slot's previous
+uid), lent its output arena, given the attempt's code to load, and then the head of its grade is made
+(`session.grade_head`): the grade's root seed and secret generator, its first size planned, trimmed and observed, and
+its first check call, which compiles. At 6 slots on an H100 (runs 89 and 90) a grade spent 0.33 s taking its worker,
+0.23 s loading and 1.38 s in its first call, of 8.7 s of the slot's time; here they run beside the slot's previous
 grade.
 
 What it changes, and what it does not:
-- The candidate's code runs nothing ahead but its import: no call. A call made ahead would be a call its grade does
-  not check (an attempt that misbehaves on its first call only would hide it there: a review of the first version,
-  which called once ahead to compile, graded such attempts correct). Its first call, which compiles, is the grade's
-  own first check call, verified and observed as before.
-- The load's reply is checked ahead as the grade's own is (`session._check_guards`), and what that check raised, or
-  what ended the preparation (a worker that failed to start, a crash, a hang), is raised in the grade at the step
-  where its own would have met it (`Prepared.taken`, `arena`, `loaded`).
+- The first check call made ahead is the grade's own: its seed from the grade's plan, under the grade's observation,
+  its reply checked as any call's (`_cand_reply`), its output kept in the worker and verified by the grade against
+  the reference, its record judged with the size's. Nothing else of the candidate's runs ahead. (A first version
+  made an extra, unchecked call ahead instead: attempts that raised, answered zeros or ran a forbidden op on their
+  first call only graded correct.)
+- What that check raised, or what ended the preparation (a worker that failed to start, a crash, a hang), is raised
+  in the grade at the step where its own would have met it (`Prepared.taken`, `arena`, `loaded`, `Head.size`,
+  `Head.reply`).
 - The time it spent is spent of the attempt's budget (`Prepared.spent_s`); its wait for the slot is not.
 - Two candidates' workers are alive in the slot at once, each under its own uid with its own output arena
   (`Slot.lend_output_arena`, one per uid with `load_ahead`); the next spare starts only once the earlier attempt is
   finished (`Slot.spawn_ahead`, `Slot.resume_spares`), since that attempt's end sweeps its uid.
-- The import runs in no window of the device lock, as every load has: beside its own slot's previous grade instead of
-  beside another slot's.
+- The import and the first call run in no window of the device lock, as they always have (the first call compiles
+  for seconds of CPU): beside their own slot's previous grade instead of beside another slot's. A task whose inputs
+  its reference makes has no head made ahead: that worker is the slot's, busy with the grade beside.
 """
 from __future__ import annotations
 
@@ -42,6 +46,8 @@ class Prepared:
     offer: list = field(default_factory=list)
     load_reply: dict | None = None
     built: bytes = b""
+    head: object = None
+    """The head of its grade (`session.grade_head`), made once it loaded: its first size and first check call."""
     stage: str = "start"
     """Where it is, or where it ended: start, arena, load, done."""
     error: BaseException | None = None
@@ -76,7 +82,8 @@ class Prepared:
 
 
 
-def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, ext_cache=None, build_env=None) -> Prepared:
+def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, answers=None, device_name: str = "",
+            ext_cache=None, build_env=None) -> Prepared:
     """Start preparing `req` on a thread while `busy` (the slot's attempt now graded) runs. An attempt that needs no
     worker (it floors before one starts: `session.precheck`) prepares nothing, and its grade floors it as ever."""
     from grader import session
@@ -125,6 +132,9 @@ def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, ext_cache=Non
             session._check_guards(conn, reply, slot)
             parts["load"] = time.monotonic() - t
             prepared.stage = "done"
+            if reply.get("ok"):  # what ends the head is raised where the grade's own step would meet it
+                prepared.head = session.grade_head(req, task, slot, conn, effort, answers, remaining, device_name)
+                parts.update(prepared.head.parts if prepared.head is not None else {})
         except Exception as e:  # noqa: BLE001 - raised again in the grade, at its stage, as its own would be
             prepared.error = e
         finally:

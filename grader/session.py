@@ -281,6 +281,9 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
     g: _Grade | None = None
     status, code, reason = Status.CORRECT, Reason.OK, ""
     root_seed = secrets.randbits(63)  # fresh per grade, never from the request: inputs cannot be precomputed
+    head = prepared.head if prepared is not None else None
+    if head is not None:  # drawn the same way, ahead, where the grade's head was made with it
+        root_seed = head.seed_root
 
     def remaining() -> float:
         left = deadline + (g.waited_s if g is not None else 0.0) - time.monotonic()
@@ -301,6 +304,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles,
                    answers=answers)
+        if head is not None:  # the secret generator and the kernels seen go on from where the head left them
+            g.rng, g.kernels = head.rng, head.kernels
         if started is not None:
             started(conn)
         sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"),
@@ -343,7 +348,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
             with _part(g, "a size's other work"):  # what no part inside names: trims, the floor check, the record
-                sr, m = _grade_size(g, size, hidden, first=not sizes_out and effort.judge_first)
+                sr, m = _grade_size(g, size, hidden, first=not sizes_out and effort.judge_first,
+                                    head=head if not sizes_out else None)
                 sizes_out.append(sr)
                 if m is not None:
                     measured.append(m)
@@ -408,6 +414,82 @@ def precheck(req: GradeRequest, card, cuda: bool, profile: str) -> list:
     if not sizes:
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"task {card.task_id} has no sizes for profile {profile}")
     return sizes
+
+
+class _AheadLock:
+    """The device lock as a grade's head sees it ahead (`grade_head`): its parts noted apart (they took no slot's
+    time), never a hold: the head's work (a trim, the observation's opening, the attempt's first call, which
+    compiles) holds nothing in a grade either."""
+
+    def __init__(self):
+        self.notes: dict[str, float] = {}
+
+    def note(self, purpose: str, seconds: float) -> None:
+        self.notes[purpose] = self.notes.get(purpose, 0.0) + seconds
+
+    def __getattr__(self, name: str):
+        raise RuntimeError(f"a grade's head, ahead, reached for the device lock's {name}")
+
+
+@dataclass
+class Head:
+    """The head of an attempt's grade, made ahead of it (`grade_head`): the grade's root seed and secret generator,
+    its first size planned, trimmed and observed, and its first check call. What ended it is raised in the grade
+    where its own step would have met it: before the size's checks (`size`) or at its first call (`reply`)."""
+
+    seed_root: int
+    rng: random.Random
+    kernels: list
+    sz: _Size | None = None
+    seed: int = 0
+    """The first check call's seed."""
+    got: dict | None = None
+    before: BaseException | None = None
+    at_call: BaseException | None = None
+    parts: dict = field(default_factory=dict)
+
+    def size(self) -> _Size:
+        if self.before is not None:
+            raise self.before
+        return self.sz
+
+    def reply(self) -> dict:
+        if self.at_call is not None:
+            raise self.at_call
+        return self.got
+
+
+def grade_head(req: GradeRequest, task: SealedTask, slot: Slot, conn: WorkerConn, effort: Effort,
+               answers: AnswerPool | None, remaining: Callable[[], float], device_name: str) -> Head | None:
+    """Make the head of `req`'s grade now, ahead of it (`grader.ahead`), on its loaded worker `conn`: its first size's
+    plan, trim and observation, and its first check call, exactly as the grade makes them (`_grade_size`,
+    `_check_size`), that call's reply checked as any (`_cand_reply`). None for a task whose inputs its reference worker
+    makes (that worker is the slot's, busy with the grade beside). The grade takes it up (`grade_attempt`)."""
+    card = task.card
+    if card.inputs_from == "task":
+        return None
+    cuda = slot.device.startswith("cuda")
+    sizes = card.sizes(req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu"))
+    lock = _AheadLock()
+    g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases={},
+               gpu_lock=lock, device_name=device_name, seed=secrets.randbits(63), answers=answers)
+    head = Head(seed_root=g.seed, rng=g.rng, kernels=g.kernels)
+    t = time.perf_counter()
+    try:
+        head.sz = sz = _plan_size(g, *sizes[0])
+        _trim(g, conn, sz.key, candidate=True)
+        _watch(g, conn, True)
+    except (Floor, OSError, wire.WireError) as e:
+        head.before = e
+        return head
+    head.seed = _seed(sz.plan.check_seed(0), lambda: derive_seed(g.seed, sz.key, "check", 0))
+    t_call = time.perf_counter()
+    try:
+        head.got = _cand_call(g, sz, head.seed, keep_inputs=True, tag="check")
+    except (Floor, OSError, wire.WireError) as e:
+        head.at_call = e
+    head.parts = {"first size": t_call - t, "first call": time.perf_counter() - t_call}
+    return head
 
 
 def loaded_source(req: GradeRequest, card) -> tuple[str, str]:
@@ -516,16 +598,27 @@ class _Size:
         return "hidden" if self.hidden else self.key
 
 
-def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False) -> tuple[SizeResult, float | None]:
+def _plan_size(g: _Grade, size: dict, hidden: bool) -> _Size:
+    """A size as its calls need it, its seeds planned (`_seed_plan`)."""
     card = g.task.card
     out_shape = resolve_shape(card.output_shape, size)
-    elem = DTYPE_BYTES[card.output_dtype]
-    key, out_nbytes = size_key(size), elem * _prod(out_shape)
-    sz = _Size(key=key, hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape, out_nbytes=out_nbytes,
-               given=card.inputs_from == "task", plan=_seed_plan(g, key, out_nbytes))
-    _trim(g, g.conn, key, candidate=True)
-    _watch(g, g.conn, True)
-    worst, check_ms, check_min_ms = _check_size(g, sz)
+    key, out_nbytes = size_key(size), DTYPE_BYTES[card.output_dtype] * _prod(out_shape)
+    return _Size(key=key, hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape, out_nbytes=out_nbytes,
+                 given=card.inputs_from == "task", plan=_seed_plan(g, key, out_nbytes))
+
+
+def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False,
+                head: "Head | None" = None) -> tuple[SizeResult, float | None]:
+    """One size's checks and timing loop. `head`: this size's plan, trim, observation and first check call, made
+    ahead (`grade_head`)."""
+    card = g.task.card
+    if head is None:
+        sz = _plan_size(g, size, hidden)
+        _trim(g, g.conn, sz.key, candidate=True)
+        _watch(g, g.conn, True)
+    else:
+        sz = head.size()
+    worst, check_ms, check_min_ms = _check_size(g, sz, head)
     # At the grade's first size the check calls' records are judged before the timing loop, whose calls and
     # verifications a candidate that already broke a rule of its task would otherwise hold the device for (H200 run
     # 66: attempts whose first check call ran the task's library op went on through 20 timed pairs, 21-24 s a
@@ -583,7 +676,7 @@ def _seed(pooled: int | None, fresh: Callable[[], int]) -> int:
     return fresh() if pooled is None else pooled
 
 
-def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
+def _check_size(g: _Grade, sz: _Size, head: "Head | None" = None) -> tuple[float, float, float]:
     """Fully verified calls; the worst error seen, the device ms of the last call (`Effort.slow_loops`) and of the
     fastest (`clip_witnessed`; the attempt's first call, which compiles, included: it is never the fastest). The
     attempt's first call compiles, under no hold; the expert's first call at the size (`_expert_warmup`) runs last.
@@ -631,9 +724,16 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             first = ", a size's first" if i == 0 else ""
             gate_it = (windows and g.effort.gated_check_calls and g.cuda and g.conn.gate is not None
                        and not sz.given and not compiling)
+            if head is not None and i == 0:  # the attempt's first call, made ahead: its seed, its reply checked there
+                seed, reply = head.seed, head.reply()
+            else:
+                reply = None
             try:
-                with _part(g, COMPILING_CALL_PART if compiling else "check call"):
-                    if gate_it:
+                with _part(g, COMPILING_CALL_PART if compiling else "check call") if reply is None \
+                        else contextlib.nullcontext():
+                    if reply is not None:
+                        pass
+                    elif gate_it:
                         first_piece()
                         reply = _gated_check_call(g, sz, seed, "check call" + first,
                                                   CHECK_PATIENCE_S if first else LATER_CHECK_PATIENCE_S)
@@ -642,7 +742,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
                                                                              "check call" + first):
                             reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
             finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
-                if compiling:
+                if compiling and not (head is not None and i == 0):
                     g.phases["compile"] += time.perf_counter() - t_call
                     t += time.perf_counter() - t_call
             if not compiling:

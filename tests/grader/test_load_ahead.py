@@ -19,8 +19,9 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="loading ahead needs t
 # it may reach killed. (HOSTILE does the same at its first call, which is its grade's own.)
 HOSTILE_AT_IMPORT = ("import os, signal, time\nif os.fork() == 0:\n    time.sleep(60)\n    os._exit(0)\n"
                      "try:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n" + HONEST)
-# Misbehave on their first call only: nothing is called ahead, so the grade's first check call meets it (a first
-# version made one unchecked call ahead and graded these three correct). TAMPERS changes the worker's interpreter.
+# Misbehave on their first call only: the call made ahead is the grade's first check call, checked, observed and
+# verified as ever (a first version made an extra, unchecked call ahead and graded these three correct). TAMPERS
+# changes the worker's interpreter.
 _FIRST = "def run(x):\n    if not DONE:\n        DONE.append(1)\n        "
 FIRST_RAISES = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "raise RuntimeError('first')\n")
 FIRST_WRONG = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "return torch.zeros_like(x)\n")
@@ -65,7 +66,8 @@ def test_attempts_loaded_ahead_grade_as_they_do_without_and_a_hostile_one_reache
     assert ahead[7].status is Status.WRONG_OUTPUT and ahead[8].status is Status.COMPILE_ERROR
     assert [r.status for r in ahead[9:12]] == [Status.RUNTIME_ERROR, Status.WRONG_OUTPUT, Status.CHEAT_FLAGGED]
     spent = ahead[2].sandbox["ahead_s"]
-    assert set(spent) == {"startup", "load"} and all(v >= 0 for v in spent.values()), spent
+    # the grade's head was made ahead: its first size planned, trimmed and observed, its first check call made
+    assert set(spent) == {"startup", "load", "first size", "first call"} and all(v >= 0 for v in spent.values()), spent
     assert all(not sandbox.uid_pids(uid) for uid in uids)  # nothing of either candidate uid outlives the service
 
 
