@@ -49,7 +49,7 @@ class Prepared:
     head: object = None
     """The head of its grade (`session.grade_head`), made once it loaded: its first size and first check call."""
     stage: str = "start"
-    """Where it is, or where it ended: start, arena, load, done."""
+    """Where it is, or where it ended: start, arena, load, head, done."""
     error: BaseException | None = None
     spent_s: float = 0.0
     thread: threading.Thread | None = None
@@ -76,14 +76,16 @@ class Prepared:
         return self.arena_state
 
     def loaded(self) -> tuple[list, dict, bytes]:
-        """The load's offer, reply (checked ahead) and built payload; what ended it is raised."""
+        """The load's offer, reply (checked ahead) and built payload; what ended it is raised, and so is what ended
+        the head where it kept nothing (`session.grade_head` keeps all it meets: none expected)."""
         self._raise_at("load")
+        self._raise_at("head")
         return self.offer, self.load_reply, self.built
 
 
 
 def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, answers=None, device_name: str = "",
-            ext_cache=None, build_env=None) -> Prepared:
+            ext_cache=None, build_env=None, watch=None, roles=dict) -> Prepared:
     """Start preparing `req` on a thread while `busy` (the slot's attempt now graded) runs. An attempt that needs no
     worker (it floors before one starts: `session.precheck`) prepares nothing, and its grade floors it as ever."""
     from grader import session
@@ -131,10 +133,12 @@ def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, answe
             prepared.load_reply = reply
             session._check_guards(conn, reply, slot)
             parts["load"] = time.monotonic() - t
-            prepared.stage = "done"
-            if reply.get("ok"):  # what ends the head is raised where the grade's own step would meet it
-                prepared.head = session.grade_head(req, task, slot, conn, effort, answers, remaining, device_name)
+            if reply.get("ok"):  # what ends the head is kept in it, raised where the grade's own step would meet it
+                prepared.stage = "head"
+                prepared.head = session.grade_head(req, task, slot, conn, effort, answers, remaining, device_name,
+                                                   watch, roles)
                 parts.update(prepared.head.parts if prepared.head is not None else {})
+            prepared.stage = "done"
         except Exception as e:  # noqa: BLE001 - raised again in the grade, at its stage, as its own would be
             prepared.error = e
         finally:

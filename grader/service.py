@@ -294,7 +294,7 @@ class GraderService:
         if req.task_id not in self.catalogue:
             return None
         return prepare(req, self.task(req.task_id), slot, busy, self.effort, self.answers, self.device_name,
-                       self.ext_cache, self.build_env)
+                       self.ext_cache, self.build_env, self.watch, self.roles)
 
     def _infra(self, req: GradeRequest, why: str, code: Reason = Reason.INFRA) -> GradeResult:
         card = self.catalogue.get(req.task_id)

@@ -460,11 +460,16 @@ class Head:
 
 
 def grade_head(req: GradeRequest, task: SealedTask, slot: Slot, conn: WorkerConn, effort: Effort,
-               answers: AnswerPool | None, remaining: Callable[[], float], device_name: str) -> Head | None:
+               answers: AnswerPool | None, remaining: Callable[[], float], device_name: str, watch=None,
+               roles: Callable[[], dict[int, str]] = dict) -> Head | None:
     """Make the head of `req`'s grade now, ahead of it (`grader.ahead`), on its loaded worker `conn`: its first size's
     plan, trim and observation, and its first check call, exactly as the grade makes them (`_grade_size`,
     `_check_size`), that call's reply checked as any (`_cand_reply`). None for a task whose inputs its reference worker
-    makes (that worker is the slot's, busy with the grade beside). The grade takes it up (`grade_attempt`)."""
+    makes (that worker is the slot's, busy with the grade beside). The grade takes it up (`grade_attempt`). Whatever
+    ends it is kept, never dropped: a head that vanished would let the grade make its "first" call again, the
+    candidate's second, with the first's output unverified and its record unjudged (a second review found an
+    IndexError a candidate could raise in `_cand_reply` did that). `watch`, `roles`: the device's, for an out-of-
+    memory first call (`_oom`), as in the grade."""
     card = task.card
     if card.inputs_from == "task":
         return None
@@ -472,21 +477,23 @@ def grade_head(req: GradeRequest, task: SealedTask, slot: Slot, conn: WorkerConn
     sizes = card.sizes(req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu"))
     lock = _AheadLock()
     g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases={},
-               gpu_lock=lock, device_name=device_name, seed=secrets.randbits(63), answers=answers)
+               gpu_lock=lock, device_name=device_name, seed=secrets.randbits(63), answers=answers, watch=watch,
+               roles=roles)
     head = Head(seed_root=g.seed, rng=g.rng, kernels=g.kernels)
     t = time.perf_counter()
     try:
         head.sz = sz = _plan_size(g, *sizes[0])
         _trim(g, conn, sz.key, candidate=True)
         _watch(g, conn, True)
-    except (Floor, OSError, wire.WireError) as e:
+    except Exception as e:  # noqa: BLE001 - raised in the grade, before its first size's checks
         head.before = e
+        head.parts = {"first size": time.perf_counter() - t}
         return head
-    head.seed = _seed(sz.plan.check_seed(0), lambda: derive_seed(g.seed, sz.key, "check", 0))
     t_call = time.perf_counter()
     try:
+        head.seed = _seed(sz.plan.check_seed(0), lambda: derive_seed(g.seed, sz.key, "check", 0))
         head.got = _cand_call(g, sz, head.seed, keep_inputs=True, tag="check")
-    except (Floor, OSError, wire.WireError) as e:
+    except Exception as e:  # noqa: BLE001 - raised in the grade, at its first check call
         head.at_call = e
     head.parts = {"first size": t_call - t, "first call": time.perf_counter() - t_call}
     return head
@@ -1441,7 +1448,7 @@ def _cand_reply(g: _Grade, sz: _Size, reply: dict, parent_ms: float) -> dict:
             raise Floor(Status.CHEAT_FLAGGED, Reason.NO_OWN_KERNEL,
                         "no @triton.jit kernel of the candidate was given the output it returned: its own kernels "
                         "must write the answer")
-    g.kernels.extend(k.split(":", 1)[1] for k in reply.get("launches", {}))
+    g.kernels.extend(k.partition(":")[2] for k in reply.get("launches", {}))  # a key without one names nothing
     return reply
 
 

@@ -27,6 +27,11 @@ FIRST_RAISES = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "raise R
 FIRST_WRONG = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "return torch.zeros_like(x)\n")
 FIRST_FORBIDDEN = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "return x.softmax(-1)\n")
 TAMPERS = "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "torch.Tensor.clone = lambda self: self\n")
+# Answers zeros on its first call and writes a launch record with a key of no kind: a second review found that made
+# the grade's head raise what it did not keep, so the grade made its "first" call again and graded this correct.
+ODD_RECORD = ("def _odd():\n    import inspect, triton.runtime.jit as j\n"
+              "    inspect.getclosurevars(j.JITFunction.run).globals['LAUNCHES']['odd'] = 1\n"
+              "DONE = []\n" + HONEST.replace("def run(x):\n", _FIRST + "_odd()\n        return torch.zeros_like(x)\n"))
 CRASHES = HONEST.replace("def run(x):\n", "def run(x):\n    import os\n    os._exit(3)\n")
 RAISES = HONEST.replace("def run(x):\n", "def run(x):\n    raise ValueError('no')\n")
 HANGS_AT_IMPORT = "import time\ntime.sleep(600)\n" + HONEST
@@ -48,7 +53,7 @@ def _grade(sources: list[str], load_ahead: bool, timeout_s: float = 120.0) -> tu
 
 def test_attempts_loaded_ahead_grade_as_they_do_without_and_a_hostile_one_reaches_nothing_beside_it():
     sources = [HONEST, HOSTILE_AT_IMPORT, HONEST, HOSTILE, TAMPERS, CRASHES, RAISES, WRONG, BROKEN, FIRST_RAISES,
-               FIRST_WRONG, FIRST_FORBIDDEN, HONEST, HONEST]
+               FIRST_WRONG, FIRST_FORBIDDEN, ODD_RECORD, HONEST, HONEST]
     ahead, workers, uids = _grade(sources, load_ahead=True)
     plain, plain_workers, _ = _grade(sources, load_ahead=False)
     assert [(r.status, r.reason_code) for r in ahead] == [(r.status, r.reason_code) for r in plain], \
@@ -64,7 +69,8 @@ def test_attempts_loaded_ahead_grade_as_they_do_without_and_a_hostile_one_reache
     assert (ahead[4].status, ahead[4].reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), ahead[4].reason
     assert ahead[5].status is Status.CRASHED and ahead[6].status is Status.RUNTIME_ERROR
     assert ahead[7].status is Status.WRONG_OUTPUT and ahead[8].status is Status.COMPILE_ERROR
-    assert [r.status for r in ahead[9:12]] == [Status.RUNTIME_ERROR, Status.WRONG_OUTPUT, Status.CHEAT_FLAGGED]
+    assert [r.status for r in ahead[9:13]] == [Status.RUNTIME_ERROR, Status.WRONG_OUTPUT, Status.CHEAT_FLAGGED,
+                                               Status.WRONG_OUTPUT]
     spent = ahead[2].sandbox["ahead_s"]
     # the grade's head was made ahead: its first size planned, trimmed and observed, its first check call made
     assert set(spent) == {"startup", "load", "first size", "first call"} and all(v >= 0 for v in spent.values()), spent
