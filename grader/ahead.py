@@ -83,7 +83,6 @@ class Prepared:
         return self.offer, self.load_reply, self.built
 
 
-
 def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, answers=None, device_name: str = "",
             ext_cache=None, build_env=None, watch=None, roles=dict) -> Prepared:
     """Start preparing `req` on a thread while `busy` (the slot's attempt now graded) runs. An attempt that needs no

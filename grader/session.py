@@ -262,9 +262,9 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
     `answers`: the service's kept reference answers (`grader.answers`): check calls and the calls of a loop of
     `Effort.min_reps` pairs take the pool's seeds. None (`GraderService(answer_pool=False)`): every call takes a
     fresh seed; the verified timed calls are chosen the same way either way. `prepared`: the attempt's worker
-    started, lent its arena and loaded while the slot graded the attempt before (`grader.ahead`); what ended that
-    early ends the grade at the step where its own would have met it. `started(conn)`: told once the attempt's worker is the slot's (the next attempt may start loading
-    ahead then)."""
+    started, lent its arena and loaded, and the head of its grade made (`grade_head`), while the slot graded the
+    attempt before (`grader.ahead`); what ended that early ends the grade at the step where its own would have met
+    it. `started(conn)`: told once the attempt's worker is the slot's (the next attempt may start loading ahead)."""
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
@@ -731,14 +731,13 @@ def _check_size(g: _Grade, sz: _Size, head: "Head | None" = None) -> tuple[float
             first = ", a size's first" if i == 0 else ""
             gate_it = (windows and g.effort.gated_check_calls and g.cuda and g.conn.gate is not None
                        and not sz.given and not compiling)
-            if head is not None and i == 0:  # the attempt's first call, made ahead: its seed, its reply checked there
+            made_ahead = head is not None and i == 0
+            if made_ahead:  # the attempt's first call, made ahead (`grade_head`): its seed, its reply checked there
                 seed, reply = head.seed, head.reply()
-            else:
-                reply = None
             try:
-                with _part(g, COMPILING_CALL_PART if compiling else "check call") if reply is None \
-                        else contextlib.nullcontext():
-                    if reply is not None:
+                with contextlib.nullcontext() if made_ahead else \
+                        _part(g, COMPILING_CALL_PART if compiling else "check call"):
+                    if made_ahead:
                         pass
                     elif gate_it:
                         first_piece()
@@ -749,7 +748,7 @@ def _check_size(g: _Grade, sz: _Size, head: "Head | None" = None) -> tuple[float
                                                                              "check call" + first):
                             reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
             finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
-                if compiling and not (head is not None and i == 0):
+                if compiling and not made_ahead:
                     g.phases["compile"] += time.perf_counter() - t_call
                     t += time.perf_counter() - t_call
             if not compiling:
