@@ -17,6 +17,8 @@ What it changes, and what it does not:
   in the grade at the step where its own would have met it (`Prepared.taken`, `arena`, `loaded`, `Head.size`,
   `Head.reply`).
 - The time it spent is spent of the attempt's budget (`Prepared.spent_s`); its wait for the slot is not.
+- A preparation that found what ends its grade kills its worker and its uid's processes at once (`Slot.stop`): a
+  floored attempt's forks do not run on beside the slot's grade until its own begins.
 - Two candidates' workers are alive in the slot at once, each under its own uid with its own output arena
   (`Slot.lend_output_arena`, one per uid with `load_ahead`); the next spare starts only once the earlier attempt is
   finished (`Slot.spawn_ahead`, `Slot.resume_spares`), since that attempt's end sweeps its uid.
@@ -143,6 +145,10 @@ def prepare(req: GradeRequest, task, slot: Slot, busy: WorkerConn, effort, answe
         finally:
             prepared.spent_s = time.monotonic() - t0
             prepared.layers["ahead_s"] = {k: round(v, 4) for k, v in parts.items()}
+            head = prepared.head
+            if prepared.conn is not None and (prepared.error is not None or (
+                    head is not None and (head.before is not None or head.at_call is not None))):
+                slot.stop(prepared.conn)  # its grade ends where this did: nothing of it runs on beside the slot's
 
     prepared.thread = threading.Thread(target=run, name=f"slot{slot.index}-ahead-{req.attempt_id}"[:60], daemon=True)
     slot.preparing(prepared.thread)

@@ -550,6 +550,16 @@ class Slot:
             with contextlib.suppress(OSError):
                 pin_threads(conn.pid, self.config["cpus"])
 
+    def stop(self, conn: WorkerConn) -> None:
+        """Kill a worker loaded ahead, and everything of its uid, now: its preparation found what ends its grade, and
+        whatever it started must not run on beside the grade the slot is making. Its grade still finishes it (`finish`:
+        the reap says how it ended, its channels close there)."""
+        for fn in (lambda: os.killpg(conn.pid, 9), lambda: os.kill(conn.pid, 9)):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                fn()
+        if conn.uid is not None:
+            sandbox.kill_uid(conn.uid)
+
     def preparing(self, thread: threading.Thread) -> None:
         """Start `thread`, an attempt's preparation ahead (`grader.ahead`), known to the slot: `close` waits for it."""
         self._ahead = [t for t in self._ahead if t.is_alive()]

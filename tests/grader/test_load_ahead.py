@@ -102,3 +102,44 @@ def test_a_request_taken_ahead_whose_preparation_cannot_start_is_graded_as_witho
     assert sorted(r.attempt_id for r in results) == ["p0", "p1", "p2", "p3"]
     assert all(r.status is Status.CORRECT for r in results), [(r.status, r.reason) for r in results]
     assert "loaded ahead" not in {r.sandbox.get("worker") for r in results}
+
+
+TAMPERS_AT_IMPORT = "import torch\ntorch.Tensor.clone = lambda self: self\n" + HONEST
+SLOW = "import time\n" + HONEST.replace("def run(x):\n", "def run(x):\n    time.sleep(0.3)\n")  # seconds a grade
+
+
+def test_a_preparation_that_floors_its_attempt_stops_its_worker_at_once():
+    """An import that changes the interpreter is floored by the load's check, ahead: its worker (alive, and the
+    candidate's code in it) is killed as the preparation ends, not when its grade begins, beside the grade before it;
+    its grade is floored as without load ahead. The grade before it (SLOW) is still running when that is looked at."""
+    import threading
+    import time
+
+    from grader import ahead as ahead_module
+
+    seen: list = []
+    real = ahead_module.prepare
+
+    def watched(*args, **kwargs):
+        prepared = real(*args, **kwargs)
+
+        def after() -> None:
+            prepared.join()
+            deadline = time.monotonic() + 2.0  # a process killed takes a moment to be a zombie; SLOW's grade runs on
+            while sandbox.uid_pids(prepared.conn.uid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            seen.append((prepared.req.attempt_id, prepared.error is not None, sandbox.uid_pids(prepared.conn.uid)))
+
+        threading.Thread(target=after, daemon=True).start()
+        return prepared
+
+    ahead_module.prepare = watched
+    try:
+        results, workers, _ = _grade([SLOW, TAMPERS_AT_IMPORT, HONEST, HONEST], load_ahead=True)
+        plain, _, _ = _grade([SLOW, TAMPERS_AT_IMPORT, HONEST, HONEST], load_ahead=False)
+    finally:
+        ahead_module.prepare = real
+    assert workers[1] == "loaded ahead" and results[1].status is Status.CHEAT_FLAGGED, results[1].reason
+    assert [(r.status, r.reason_code) for r in results] == [(r.status, r.reason_code) for r in plain]
+    stopped = {aid: left for aid, floored, left in seen if floored}
+    assert stopped == {"a1": []}, seen  # floored ahead, it had nothing left alive once its preparation ended
