@@ -554,11 +554,7 @@ class Slot:
         """Kill a worker loaded ahead, and everything of its uid, now: its preparation found what ends its grade, and
         whatever it started must not run on beside the grade the slot is making. Its grade still finishes it (`finish`:
         the reap says how it ended, its channels close there)."""
-        for fn in (lambda: os.killpg(conn.pid, 9), lambda: os.kill(conn.pid, 9)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                fn()
-        if conn.uid is not None:
-            sandbox.kill_uid(conn.uid)
+        _signal_all(conn, conn.uid)
 
     def preparing(self, thread: threading.Thread) -> None:
         """Start `thread`, an attempt's preparation ahead (`grader.ahead`), known to the slot: `close` waits for it."""
@@ -886,13 +882,7 @@ class Slot:
         return how
 
     def _ended(self, conn: WorkerConn, uid: int | None) -> str:
-        for fn in (lambda: os.killpg(conn.pid, 9), lambda: os.kill(conn.pid, 9)):
-            try:
-                fn()
-            except (ProcessLookupError, PermissionError):
-                pass
-        if uid is not None:
-            sandbox.kill_uid(uid)
+        _signal_all(conn, uid)
         how = "exit status unknown"
         try:
             if conn.popen is not None:
@@ -951,6 +941,15 @@ class Slot:
             if getattr(self, attr) is not None:
                 os.close(getattr(self, attr))  # releases the uid for another slot
                 setattr(self, attr, None)
+
+
+def _signal_all(conn: WorkerConn, uid: int | None) -> None:
+    """SIGKILL a worker, its process group, and (given its uid) every process of that uid."""
+    for fn in (lambda: os.killpg(conn.pid, 9), lambda: os.kill(conn.pid, 9)):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            fn()
+    if uid is not None:
+        sandbox.kill_uid(uid)
 
 
 def _alive(pid: int) -> None | int:
