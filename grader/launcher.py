@@ -517,7 +517,7 @@ class Slot:
         if role != "candidate" or not self.spares:
             return self._spawn(timeout_s, memory_limit_mb, role=role, uid=self.uid if role == "candidate" else None)
         conn = self._take_spare(memory_limit_mb) or self._spawn(timeout_s, memory_limit_mb, role=role, uid=self.uid)
-        self._start_spare(memory_limit_mb, self.spare_uid if conn.uid == self.uid else self.uid)
+        self._start_spare(memory_limit_mb, self._other_uid(conn))
         return conn
 
     def spawn_ahead(self, busy: WorkerConn, timeout_s: float, memory_limit_mb: int | None = None) -> WorkerConn:
@@ -531,7 +531,7 @@ class Slot:
                                "as root)")
         if self._closing:
             raise RuntimeError("the slot is closing: no worker loads ahead")
-        other = self.spare_uid if busy.uid == self.uid else self.uid
+        other = self._other_uid(busy)
         conn, limit = self._joined_spare()
         if conn is not None and (limit != memory_limit_mb or conn.uid != other or _alive(conn.pid) is not None):
             self._kill(conn, conn.uid)
@@ -565,7 +565,11 @@ class Slot:
     def resume_spares(self, conn: WorkerConn, memory_limit_mb: int | None = None) -> None:
         """The next spare starts, under the candidate uid `conn` (the attempt now graded) does not use."""
         if self.spares:
-            self._start_spare(memory_limit_mb, self.spare_uid if conn.uid == self.uid else self.uid)
+            self._start_spare(memory_limit_mb, self._other_uid(conn))
+
+    def _other_uid(self, conn: WorkerConn) -> int | None:
+        """The slot's candidate uid that `conn` does not run under (its two take turns: `spawn`)."""
+        return self.spare_uid if conn.uid == self.uid else self.uid
 
     def _start_spare(self, memory_limit_mb: int | None, uid: int | None) -> None:
         if self._closing or self._spare is not None:

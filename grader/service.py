@@ -69,8 +69,9 @@ class GraderService:
         `role_spares` (each slot boots its next expert and reference workers before a new task needs them,
         `Slot._kept_or_started`; off: H100 run 88 graded round 1 in 118 s against 107 without, each start longer
         beside more of them, and ran a reference out of device memory),
-        `load_ahead` (while a slot grades an attempt, its next one's worker starts and loads it: `grader.ahead`; off
-        until a GPU run has measured it; needs spares),
+        `load_ahead` (while a slot grades an attempt, its next one's worker starts, loads it and makes the head of its
+        grade, its first check call included: `grader.ahead`; off until a GPU run has measured it; needs spares, so a
+        slot without them takes nothing ahead),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -80,7 +81,6 @@ class GraderService:
         `default_builders`, 0 for none (each compiles in its slot; always so without the cache)."""
         self.device = pick_device(device)
         self.task_affinity = task_affinity
-        self.load_ahead = load_ahead
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, SWITCH_INTERVAL_S))
         import torch
@@ -262,7 +262,7 @@ class GraderService:
                 """Once this attempt's worker is the slot's, the next one may start loading ahead. A request taken
                 ahead is graded next whatever becomes of its preparation: without one, as it would have been."""
                 nonlocal nxt
-                ahead = todo.take(req.task_id, ahead=len(self.slots)) if self.load_ahead else None
+                ahead = todo.take(req.task_id, ahead=len(self.slots)) if slot.load_ahead and slot.spares else None
                 if ahead is not None:
                     nxt = (ahead, None)
                     with contextlib.suppress(Exception):

@@ -731,26 +731,23 @@ def _check_size(g: _Grade, sz: _Size, head: "Head | None" = None) -> tuple[float
             first = ", a size's first" if i == 0 else ""
             gate_it = (windows and g.effort.gated_check_calls and g.cuda and g.conn.gate is not None
                        and not sz.given and not compiling)
-            made_ahead = head is not None and i == 0
-            if made_ahead:  # the attempt's first call, made ahead (`grade_head`): its seed, its reply checked there
-                seed, reply = head.seed, head.reply()
-            try:
-                with contextlib.nullcontext() if made_ahead else \
-                        _part(g, COMPILING_CALL_PART if compiling else "check call"):
-                    if made_ahead:
-                        pass
-                    elif gate_it:
-                        first_piece()
-                        reply = _gated_check_call(g, sz, seed, "check call" + first,
-                                                  CHECK_PATIENCE_S if first else LATER_CHECK_PATIENCE_S)
-                    else:
-                        with contextlib.nullcontext() if compiling else hold("check window" + first,
-                                                                             "check call" + first):
-                            reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
-            finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
-                if compiling and not made_ahead:
-                    g.phases["compile"] += time.perf_counter() - t_call
-                    t += time.perf_counter() - t_call
+            if head is not None and i == 0:  # the attempt's first call, made ahead (`grade_head`): its seed, its
+                seed, reply = head.seed, head.reply()  # reply checked there, its time no slot's
+            else:
+                try:
+                    with _part(g, COMPILING_CALL_PART if compiling else "check call"):
+                        if gate_it:
+                            first_piece()
+                            reply = _gated_check_call(g, sz, seed, "check call" + first,
+                                                      CHECK_PATIENCE_S if first else LATER_CHECK_PATIENCE_S)
+                        else:
+                            with contextlib.nullcontext() if compiling else hold("check window" + first,
+                                                                                 "check call" + first):
+                                reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
+                finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
+                    if compiling:
+                        g.phases["compile"] += time.perf_counter() - t_call
+                        t += time.perf_counter() - t_call
             if not compiling:
                 _note_parts(g, "check call" + first, reply)
                 g.gpu_lock.note(f"check call{first}: its device time", float(reply.get("ms") or 0.0) / 1e3)
