@@ -121,8 +121,11 @@ def settle_in(env: dict, scratch: str, hide: list[str], reveal: list[str]) -> No
     import path inside a hidden directory."""
     env = dict(env)
     env.pop("PYTHONPATH", None)  # it found the grader before the sandbox; it would only name the checkout now
+    # The worker's uid is in no passwd file: a user name of its own, or getpass.getuser() (which libraries name their
+    # cache folders after, torch.compile's among them) raises KeyError and the attempt grades compile_error.
+    user = f"kt{os.getuid()}"
     env.update(HOME=scratch, TMPDIR=scratch, TRITON_CACHE_DIR=os.path.join(scratch, ".triton"),
-               TORCH_EXTENSIONS_DIR=os.path.join(scratch, ".torch_extensions"))
+               TORCH_EXTENSIONS_DIR=os.path.join(scratch, ".torch_extensions"), USER=user, LOGNAME=user)
     os.environ.clear()
     os.environ.update(env)
     # tempfile caches its directory on first use, and the pre-import used it in the zygote (/tmp):

@@ -269,6 +269,18 @@ def test_anonymous_temporary_file_is_no_violation(service):
     assert r.status is Status.CORRECT, r.reason
 
 
+def test_a_candidate_that_asks_who_it_runs_as_gets_a_name(service):
+    """Libraries name their cache folders after the user (getpass.getuser(): torch.compile's among them), and the
+    worker's uid is in no passwd file: a cheat compiled by torch graded compile_error "KeyError: 'getpwuid(): uid not
+    found: 61019'" (H200 run 52, H100 run 86), before any rule could judge it. The worker's environment names a user
+    of its own, so such code runs on and is judged for what it does."""
+    source = ("import getpass, os, torch\nWHO = getpass.getuser()\n"
+              "assert WHO.startswith('kt') and WHO[2:] == str(os.getuid()), WHO\n"
+              "def run(x):\n    assert getpass.getuser() == WHO\n" + SOFTMAX)
+    r = _grade(service, "whoami", source)
+    assert r.status is Status.CORRECT, r.reason
+
+
 # Genuinely invalid slot configurations: one fails inside the sandbox set-up (stderr still the
 # zygote's), one inside the worker's own start (stderr already the scratch log, as on the GPU host).
 BAD_CONFIGS = {
