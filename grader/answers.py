@@ -34,8 +34,8 @@ import threading
 from dataclasses import dataclass
 
 POOL_SEEDS = 32
-"""Seeds per task and size: enough for the check calls and every call of a loop of `min_reps` pairs (2 + 2 + 20 + 1
-on a GPU)."""
+"""Seeds per task and size: enough for the check calls and every call of a loop of `min_reps` pairs (2 + 2 + 10 + 1
+on a GPU since H100 run 93, 2 + 2 + 20 + 1 before), and of longer loops."""
 
 ANSWER_BUDGET_BYTES = 2 << 30
 """Memory the kept answers may hold in all, on a host grading on its CPU."""

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.18.0"
+GRADER_VERSION = "0.19.0"
 """Bumped whenever anything that can move a reward changes (protocol, tolerances, timing)."""
 
 REWARD_FLOOR = -24.0

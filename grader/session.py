@@ -41,7 +41,12 @@ class Effort:
     warmup_pairs: int = 2
     """Untimed (expert, candidate) pairs that open each size's timing: the clocks ramp up and the
     switch between the two workers' device contexts settles before anything counts."""
-    min_reps: int = 20
+    min_reps: int = 10
+    """Timed pairs a size makes before its interval may end it. 20 until H100 run 93 (2026-12-05): replayed on the
+    pairs of runs 81 and 86, 10 pairs and a half-width of 0.015 (below) made 57-64% of the pairs with the repeats'
+    median at 0.0059 in both; run 93 graded with them, every cheat and escape floored, no honest kernel floored or
+    stopped at the clip, repeats median 0.0052 (p95 0.0199) against the goal of 0.01, 11 pairs a size at the median
+    against 21 (`docs/call-boundary.md`, "Fewer timed pairs")."""
     max_reps: int = 150
     clip_reps: int = 5
     """Pairs after which a size stops timing when its whole interval lies below the clip (`beyond_clip`): its
@@ -75,9 +80,9 @@ class Effort:
     expert's first call at a size in its worker compiles its kernels (H200 run 50: 251 ms a call on average) and
     holds nothing, as the attempt's first call does: the expert's code is the catalogue's, and in a window it would
     hold every slot's timed calls off while it compiles."""
-    target_log2_halfwidth: float = 0.01
+    target_log2_halfwidth: float = 0.015
     """Stop timing a size once the ~95% interval of log2(speedup), from the paired calls, is at
-    most this far either side of its median."""
+    most this far either side of its median (0.01 until H100 run 93: see `min_reps`)."""
     verify_timed: int = 4
     """Least timed calls per size whose outputs are fetched and verified, chosen after the calls."""
     verify_fraction: float = 0.05

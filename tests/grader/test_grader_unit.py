@@ -793,8 +793,9 @@ def test_timing_stops_early_only_when_the_whole_interval_lies_below_the_clip():
     assert not _enough(g, [low - 3] * 5, now, fast_check, twin)
     assert not _enough(g, [low - 3] * 4 + [low + 0.2], now, slow_check, twin)  # with five pairs: min..max
     assert not _enough(g, [6.0] * 5, now, slow_check, twin)  # far above the clip: timed in full
-    assert not _enough(g, [0.5] * 19, now, fast_check, twin) and _enough(g, [0.5] * 20, now, fast_check, twin) == \
-        "interval"
+    least = g.effort.min_reps
+    assert not _enough(g, [0.5] * (least - 1), now, fast_check, twin)
+    assert _enough(g, [0.5] * least, now, fast_check, twin) == "interval"
     spread = [0.5 + 0.1 * (-1) ** k * k for k in range(20)]  # too wide for the target: a spent budget ends it
     assert not _enough(g, spread, now, fast_check, twin) and _enough(g, spread, now - 5, fast_check, twin) == "budget"
     # the witness: the fastest check call against the twin's median so far, by the same margin as the pairs
