@@ -1,4 +1,4 @@
-"""An attempt loaded ahead of its grade (`GraderService(load_ahead=True)`, off until a GPU run has measured it).
+"""An attempt loaded ahead of its grade (`GraderService(load_ahead=True)`, off: slower on H100 run 92).
 
 While a slot grades one attempt, its next one's worker is started (the slot's spare, under its second candidate
 uid), lent its output arena, given the attempt's code to load, and then the head of its grade is made

@@ -70,7 +70,8 @@ class GraderService:
         `Slot._kept_or_started`; off: H100 run 88 graded round 1 in 118 s against 107 without, each start longer
         beside more of them, and ran a reference out of device memory),
         `load_ahead` (while a slot grades an attempt, its next one's worker starts, loads it and makes the head of its
-        grade, its first check call included: `grader.ahead`; off until a GPU run has measured it; needs spares, so a
+        grade, its first check call included: `grader.ahead`; off: H100 run 92 graded round 1 at 1,692-1,798 per
+        GPU-hour with it against 1,825-1,849 without, on a device lock already busy; needs spares, so a
         slot without them takes nothing ahead),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
@@ -347,8 +348,12 @@ class _Queue:
     def done(self, task_id: str | None) -> None:
         """A slot is done with `task_id`'s attempt (it took its next request ahead)."""
         with self._lock:
-            if self._busy[task_id] > 0:
-                self._busy[task_id] -= 1
+            self._done(task_id)
+
+    def _done(self, task_id: str | None) -> None:
+        """`done`, under the queue's lock (`take` says it too, for a slot that took nothing ahead)."""
+        if self._busy[task_id] > 0:
+            self._busy[task_id] -= 1
 
     def take(self, task_id: str | None, ahead: int = 0) -> GradeRequest | None:
         """The next request for a slot that graded `task_id` last (and is done with it); None once none is left,
@@ -358,8 +363,8 @@ class _Queue:
         with self._lock:
             if ahead and sum(map(len, self._by_task.values())) <= ahead:
                 return None
-            if not ahead and self._busy[task_id] > 0:
-                self._busy[task_id] -= 1
+            if not ahead:
+                self._done(task_id)
             while True:
                 if self._affinity and self._by_task.get(task_id):
                     break
