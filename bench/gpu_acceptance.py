@@ -84,7 +84,7 @@ builders, on the service's default)."""
 OPT_IN = ("gated_reference", "start_ahead", "host_verify", "gated_check_calls", "settled_pairs")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("role_spares", "load_ahead")
+SERVICE_OPT_IN = ("role_spares", "load_ahead", "end_behind")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 

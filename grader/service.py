@@ -56,7 +56,8 @@ class GraderService:
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
-                 stalled_one_pair: bool = True, role_spares: bool = False, load_ahead: bool = False):
+                 stalled_one_pair: bool = True, role_spares: bool = False, load_ahead: bool = False,
+                 end_behind: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -73,6 +74,8 @@ class GraderService:
         grade, its first check call included: `grader.ahead`; off: H100 run 92 graded round 1 at 1,692-1,798 per
         GPU-hour with it against 1,825-1,849 without, on a device lock already busy; needs spares, so a
         slot without them takes nothing ahead),
+        `end_behind` (a worker the slot is done with is signalled at once and reaped, its device context torn down,
+        on a thread of its own while the slot grades on: `Slot._end`; off until a GPU run has measured it),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -139,7 +142,7 @@ class GraderService:
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
                            spares=cuda if spare_workers is None else spare_workers, role_spares=role_spares,
-                           load_ahead=load_ahead)
+                           load_ahead=load_ahead, end_behind=end_behind)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()

@@ -373,7 +373,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         t = time.perf_counter()
         if g is not None:
             late = g.conn.drain_audit()
-            how = slot.finish(g.conn)
+            how = slot.finish(g.conn, how_needed=status is Status.CRASHED)  # only a crash is told by how it ended
             if status is Status.CRASHED and how == f"exited with code {guard.AUDIT_EXIT}":
                 status, code = Status.CHEAT_FLAGGED, Reason.AUDIT_CHANNEL
                 reason = "replaced or closed the worker's audit channel while it had a reach to report"
