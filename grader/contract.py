@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.19.0"
-"""Bumped whenever anything that can move a reward changes (protocol, tolerances, timing)."""
+GRADER_VERSION = "0.19.1"
+"""Bumped whenever anything that can move a reward changes (protocol, tolerances, timing); its last part for a change
+of labels alone (0.19.1: a cuda candidate's wrong output after its own build failed is that build failure)."""
 
 REWARD_FLOOR = -24.0
 """Reward of every attempt that is not a correct, unflagged kernel."""

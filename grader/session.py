@@ -762,7 +762,8 @@ def _check_size(g: _Grade, sz: _Size, head: "Head | None" = None) -> tuple[float
                 v = _verify(g, sz, reply["idx"], seed, with_inputs=True, piece=hold)
             worst = max(worst, v.max_rel_err)
             if not v.ok:
-                raise Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}")
+                raise _built_instead(g, Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}"),
+                                     "gave a wrong output")
         if expert is not None:  # charged to the expert phase
             with _part(g, "expert's warm-up"), \
                     contextlib.nullcontext() if sz.key not in expert.warmed else hold(label="expert's warm-up"):
@@ -1202,8 +1203,9 @@ def _verify_timed(g: _Grade, sz: _Size, timed: list, hold: Callable) -> float:
             v = _verify(g, sz, idx, seed, with_inputs=False, piece=hold)
         worst = max(worst, v.max_rel_err)
         if not v.ok:
-            raise Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
-                        f"a timed call's output was wrong at size {sz.label}: {v.detail}")
+            raise _built_instead(g, Floor(Status.WRONG_OUTPUT, Reason.TIMED_OUTPUT_MISMATCH,
+                                          f"a timed call's output was wrong at size {sz.label}: {v.detail}"),
+                                 "gave a wrong output")
     g.phases["correctness"] += time.perf_counter() - t
     return worst
 
@@ -1432,7 +1434,7 @@ def _cand_reply(g: _Grade, sz: _Size, reply: dict, parent_ms: float) -> dict:
     bad = check_output_meta(reply["meta"], sz.out_shape, card.output_dtype,
                             reply["meta"].get("device", "").split(":")[0] == slot.device.split(":")[0])
     if bad:
-        raise Floor(Status.WRONG_OUTPUT, bad.reason_code, bad.detail)
+        raise _built_instead(g, Floor(Status.WRONG_OUTPUT, bad.reason_code, bad.detail), "gave a wrong output")
     if reply.get("foreign_stream"):
         raise Floor(Status.CHEAT_FLAGGED, Reason.TIMING_ESCAPED,
                     f"launched {', '.join(reply['foreign_stream'][:5])} on a stream other than the caller's: "
@@ -1494,6 +1496,19 @@ def _base_op(op: str) -> str:
     return op.removesuffix("_out").rstrip("_") if "::" in op else op
 
 
+def _built_instead(g: _Grade, floor: Floor, what: str) -> Floor:
+    """`floor`, earned by a cuda candidate whose own extension failed to build at load and that went on with other
+    code (CUDA-L1's attempts catch the build error and call PyTorch): a build failure, whichever of that code's faults
+    was found first (`what` it did: a rule broken, a wrong output). Same floor, one label: CUDA-L1's L1:T50, whose
+    torch.prod fallback overflows on some inputs, was floored for a rule in H100 run 93 and for a non-finite output
+    in run 94. Any other candidate's floor is returned as it is."""
+    if g.req.language == "cuda" and g.build_failed:
+        return Floor(Status.COMPILE_ERROR, Reason.COMPILE,
+                     f"its own extension failed to build at load ({g.build_failed[-300:]}), and what ran instead "
+                     f"{what}: {floor.reason}")
+    return floor
+
+
 def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
     """Every call of the size, as the observation saw it. The library rules apply to every call; the rules on
     kernels (own kernels, library kernels, streams, trips through the host) to the call whose device was traced
@@ -1503,14 +1518,9 @@ def _judge_observed(g: _Grade, sz: _Size, calls: list[dict]) -> None:
     forbidden = {_base_op(op) for op in card.forbidden_ops}
 
     def fallback(reason: Reason, text: str) -> Floor:
-        """A rule on what computed the answer, broken. A cuda candidate whose own extension failed to build at load
-        and that went on with library code (CUDA-L1's attempts catch the build error and call PyTorch) is a build
-        failure, not a cheat: same floor, truer label (7 of 12 CUDA-L1 L1 attempts on the H200, run 29)."""
-        if lang == "cuda" and g.build_failed:
-            return Floor(Status.COMPILE_ERROR, Reason.COMPILE,
-                         f"its own extension failed to build at load ({g.build_failed[-300:]}), and what ran instead "
-                         f"broke a rule: {text}")
-        return Floor(Status.CHEAT_FLAGGED, reason, text)
+        """A rule on what computed the answer, broken: a cheat, unless what broke it ran instead of an extension
+        that failed to build (`_built_instead`: 7 of 12 CUDA-L1 L1 attempts on the H200, run 29)."""
+        return _built_instead(g, Floor(Status.CHEAT_FLAGGED, reason, text), "broke a rule")
 
     for n, call in enumerate(calls):
         where = f"call {n + 1} of size {sz.label} ({call.get('tag') or '?'})"

@@ -145,6 +145,28 @@ def test_a_cuda_fallback_after_a_failed_build_is_a_build_failure():
     assert (pytorch.status, pytorch.code) == (Status.CHEAT_FLAGGED, Reason.FORBIDDEN_OP)
 
 
+def test_a_cuda_fallbacks_wrong_output_after_a_failed_build_is_the_same_build_failure():
+    """Whichever fault of the code run instead of a failed build is found first, a rule broken or a wrong output, the
+    label is one (`session._built_instead`): CUDA-L1's L1:T50 (torch.prod after its build failed) was a build failure
+    in H100 run 93 and a wrong output in run 94. The check calls' and timed calls' verifications and the output's
+    shape check raise through it; on the CPU no cuda candidate grades, so this checks the relabelling itself."""
+    from types import SimpleNamespace
+
+    from grader.session import Floor, _built_instead
+
+    error = "main.cpp:11:1: error: redefinition of 'int pybind11_exec_product_cuda(PyObject*)'"
+    wrong = Floor(Status.WRONG_OUTPUT, Reason.NONFINITE, "size M=8,N=8: 1 of 64 elements are NaN/Inf")
+
+    def judged(language: str, build_failed: str) -> Floor:
+        g = SimpleNamespace(req=SimpleNamespace(language=language), build_failed=build_failed)
+        return _built_instead(g, wrong, "gave a wrong output")
+
+    failed = judged("cuda", error)
+    assert (failed.status, failed.code) == (Status.COMPILE_ERROR, Reason.COMPILE)
+    assert "redefinition" in failed.reason and "gave a wrong output: size M=8,N=8: 1 of 64" in failed.reason
+    assert judged("cuda", "") is wrong and judged("pytorch", error) is wrong and judged("triton", error) is wrong
+
+
 def test_code_torch_generated_in_an_observed_call_floors_whatever_the_language():
     """A compiled region records none of the ops it computes (the source refusal of torch.compile is the
     first line; this is the one behind it, for code that reached the compiler by another name)."""
