@@ -888,7 +888,11 @@ class Slot:
         if self.end_behind and not how_needed:
             self._end(conn, conn.uid, key=conn.uid)
             return "ended behind"
-        how = self._kill(conn, conn.uid)
+        return self._ended_now(conn, conn.uid)
+
+    def _ended_now(self, conn: WorkerConn, uid: int | None) -> str:
+        """Kill and reap the worker (`_kill`), then scrub its output arena; how it ended."""
+        how = self._kill(conn, uid)
         if conn.out_arena is not None:  # the worker is gone: nothing writes it any more
             conn.out_arena.scrub()
             conn.out_arena = None
@@ -903,10 +907,7 @@ class Slot:
         under it and the next lending of its arena wait for its ends (`_await_ended`); a kept worker's `("kept",
         pid)`: its uid's other workers live on beside it, and only `close` waits for it. A closing slot ends at once."""
         if not self.end_behind or self._closing:
-            self._kill(conn, uid)
-            if conn.out_arena is not None:  # the worker is gone: nothing writes it any more
-                conn.out_arena.scrub()
-                conn.out_arena = None
+            self._ended_now(conn, uid)
             return
         t, role = time.perf_counter(), self.live.get(conn.pid) or "failed to start"
         _signal_all(conn, uid)
