@@ -899,7 +899,7 @@ class Slot:
         return how
 
     def _end(self, conn: WorkerConn, uid: int | None, key: object) -> None:
-        """End a worker the slot is done with: at once without `end_behind` (`_kill`). With it, the worker, its
+        """End a worker the slot is done with: at once without `end_behind` (`_ended_now`). With it, the worker, its
         process group and (given `uid`, a candidate's) every process of `uid` are signalled now, so nothing of
         theirs runs once this returns, and a thread of its own waits for the worker's end (its device context torn
         down), reaps it, closes what it was lent and scrubs its output arena (H100 run 93: a candidate's end took
@@ -918,7 +918,7 @@ class Slot:
             t0 = time.perf_counter()
             _wait_ended(conn.pid, self.END_WAIT_S)  # its channel to the zygote is not held while the device's is torn down
             self.live.pop(conn.pid, None)
-            self._ended(conn, None, signalled=True)
+            self._reaped(conn)
             if arena is not None:  # the worker is gone: nothing writes it any more
                 arena.scrub()
             self.note(f"worker end, {role}: reaped behind", time.perf_counter() - t0)
@@ -946,13 +946,13 @@ class Slot:
 
     def _kill(self, conn: WorkerConn, uid: int | None) -> str:
         t, role = time.perf_counter(), self.live.pop(conn.pid, None) or "failed to start"  # never said hello
-        how = self._ended(conn, uid)
+        _signal_all(conn, uid)
+        how = self._reaped(conn)
         self.note(f"worker end, {role}: killed and reaped", time.perf_counter() - t)
         return how
 
-    def _ended(self, conn: WorkerConn, uid: int | None, signalled: bool = False) -> str:
-        if not signalled:
-            _signal_all(conn, uid)
+    def _reaped(self, conn: WorkerConn) -> str:
+        """Reap a signalled worker and close what it was lent; how it ended."""
         how = "exit status unknown"
         try:
             if conn.popen is not None:
