@@ -84,7 +84,7 @@ builders, on the service's default)."""
 OPT_IN = ("gated_reference", "start_ahead", "host_verify", "gated_check_calls", "settled_pairs")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("role_spares", "load_ahead", "end_behind")
+SERVICE_OPT_IN = ("role_spares", "load_ahead", "end_behind", "keep_tasks")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 
@@ -648,6 +648,7 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
                    target_log2_halfwidth=svc.effort.target_log2_halfwidth, size_budget_s=svc.effort.size_budget_s,
                    answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,
+                   kept_tasks=svc.kept_tasks,
                    switched_on={**{part: getattr(svc.effort, part) for part in OPT_IN},
                                 **{part: part in served for part in SERVICE_OPT_IN}})
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))

@@ -423,7 +423,7 @@ class Slot:
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
                  output_arena: bool = True, spares: bool = False, role_spares: bool = False,
-                 load_ahead: bool = False, end_behind: bool = False):
+                 load_ahead: bool = False, end_behind: bool = False, kept_tasks: int = 2):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -451,6 +451,9 @@ class Slot:
         self._ctl_lock = threading.Lock()  # the zygote answers one request at a time; a spare starts on a thread
         self._closing = False
         self._kept: dict[str, WorkerConn] = {}
+        self.max_kept = 2 * max(1, kept_tasks)
+        """Expert and reference workers kept (`_kept_or_started`): those of the `kept_tasks` tasks used last. Each holds
+        a device context; grading attempts grouped by task keeps a slot's own tasks few (`GraderService.keep_tasks`)."""
         self._keeping: dict[str, threading.Lock] = {}  # per kept worker's name: one start of it at a time
         self._kept_lock = threading.Lock()  # `_kept` as one: a start ahead (`start_ahead`) keeps on a thread of its own
         self._ahead: list[threading.Thread] = []
@@ -825,13 +828,10 @@ class Slot:
         self.note(f"worker start, {role}: its arena and the task's code loaded", time.perf_counter() - t_loads)
         with self._kept_lock:
             self._kept[name] = conn
-            evicted = [self._kept.pop(next(iter(self._kept))) for _ in range(len(self._kept) - self.MAX_KEPT)]
+            evicted = [self._kept.pop(next(iter(self._kept))) for _ in range(len(self._kept) - self.max_kept)]
         for old in evicted:  # each holds a device context and its flush buffer
             self._end(old, None, key=("kept", old.pid))
         return conn
-
-    MAX_KEPT = 4
-    """Expert and reference workers kept per slot; grading attempts grouped by task keeps this small."""
 
     def _start_role_spare(self, role: str) -> None:
         """Start booting the slot's next worker of `role` ("expert" or "reference") on a thread of its own, on the
@@ -866,6 +866,26 @@ class Slot:
             self._kill(conn, None)
             return None
         return conn
+
+    def kept_keys(self) -> set[str]:
+        """The tasks (`SealedTask.expert_key`) whose expert or reference worker the slot keeps."""
+        with self._kept_lock:
+            return {name.split(":", 1)[1] for name in self._kept}
+
+    def set_aside_all_but(self, key: str, timeout_s: float = 30.0) -> None:
+        """The slot grades task `key` next: the kept workers of every other task give their cached device memory back
+        (`Worker._trim` at no size), so that a task kept while others are graded holds its workers' device contexts
+        only. Those set aside before are asked nothing. One that does not answer is ended: its task's next grade
+        starts it again and says what became of it."""
+        with self._kept_lock:
+            others = [(name, conn) for name, conn in self._kept.items()
+                      if name.split(":", 1)[1] != key and conn.trimmed is not None]
+        for name, conn in others:
+            try:
+                conn.request({"op": "trim", "key": None}, timeout_s)
+                conn.trimmed = conn.answered = None  # no size's memory is ready in it any more
+            except (OSError, wire.WireError):
+                self._drop(name)
 
     def drop_expert(self, key: str) -> None:
         """End the kept expert worker of `key` (after it failed or broke its protocol)."""

@@ -16,7 +16,7 @@ import tempfile
 import threading
 import traceback
 import warnings
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Collection, Iterable, Iterator
 
 from grader.contract import GRADER_VERSION, GradeRequest, GradeResult, Reason, Status, reward
 from grader.devicelock import DeviceLock
@@ -33,6 +33,18 @@ PARENT_TORCH_THREADS = 1
 verifications' comparisons, each on its slot's thread in cache-sized pieces (`grader.compare.CHUNK`); a pool per
 calling thread (OpenMP's way) would put a team of spinning threads per slot on the cores the CPU's timing uses. On
 a GPU the parent computes nothing on the host, but with `Effort.host_verify` the same comparisons."""
+
+
+KEPT_TASKS = 2
+"""Tasks whose expert and reference workers a slot keeps (`Slot.max_kept`) without `keep_tasks`."""
+
+
+def kept_tasks_for(memory_gib: float, slots: int) -> int:
+    """The tasks a slot keeps with `keep_tasks`: one more than `KEPT_TASKS` for every 2 GiB a slot of device memory
+    beyond 96 GiB, at most 6. A task's two kept workers held about 2 GiB on H200 run 95 (at its end, 18.3 GiB for
+    the references and 15.8 for the experts of at most 16 tasks), not set aside, and its grading reached 91.4 GiB
+    with two tasks kept: an H200's 140 GiB with 8 slots keeps 4, an H100's 80 GiB no more than the default."""
+    return min(6, KEPT_TASKS + max(0, int((memory_gib - 96) // (2 * max(1, slots)))))
 
 
 def pick_device(device: str = "auto") -> str:
@@ -57,7 +69,7 @@ class GraderService:
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, role_spares: bool = False, load_ahead: bool = False,
-                 end_behind: bool = False):
+                 end_behind: bool = False, keep_tasks: bool | int = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -76,6 +88,10 @@ class GraderService:
         slot without them takes nothing ahead),
         `end_behind` (a worker the slot is done with is signalled at once and reaped, its device context torn down,
         on a thread of its own while the slot grades on: `Slot._end`; off until a GPU run has measured it),
+        `keep_tasks` (each slot keeps the expert and reference workers of more tasks than its last two, as many as
+        the device's memory allows (`kept_tasks_for`; an int: that many), and takes a task it keeps before the
+        queue's first; as it begins a task, the others' workers give their cached memory back:
+        `Slot.set_aside_all_but`; off until a GPU run has measured it),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -138,11 +154,15 @@ class GraderService:
             buildahead.default_builders(self.device) if build_ahead is None else max(0, build_ahead))
         self._address_space_mb = address_space_mb  # the builders' limit too: they run what a worker's load runs
         self._ahead: dict[int, dict] = {}  # id(request) -> its build ahead's record, until a slot takes it
+        memory_gib = (self.fingerprint.get("memory_total_mib") or 0) / 1024
+        self.kept_tasks = (kept_tasks_for(memory_gib, workers) if keep_tasks is True else int(keep_tasks)
+                           if keep_tasks else KEPT_TASKS)
+        self.keep_tasks = bool(keep_tasks)
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
                            spares=cuda if spare_workers is None else spare_workers, role_spares=role_spares,
-                           load_ahead=load_ahead, end_behind=end_behind)
+                           load_ahead=load_ahead, end_behind=end_behind, kept_tasks=self.kept_tasks)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
@@ -257,10 +277,12 @@ class GraderService:
                 (req, prepared), nxt = nxt, None
                 todo.done(last)  # the slot is done with the task it graded last, as `take` would say
             else:
-                req, prepared = todo.take(last), None
+                req, prepared = todo.take(last, kept=self._kept_tasks(slot)), None
             if req is None:
                 return
             last = req.task_id
+            if self.keep_tasks and last in self.catalogue:
+                slot.set_aside_all_but(self.task(last).expert_key)
 
             def started(conn, req=req) -> None:
                 """Once this attempt's worker is the slot's, the next one may start loading ahead. A request taken
@@ -289,6 +311,14 @@ class GraderService:
                     slot.finish(prepared.conn)  # a worker loaded ahead whose grade broke before it took it
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))
+
+    def _kept_tasks(self, slot) -> set[str]:
+        """The task ids whose workers `slot` keeps, for the queue to prefer (`keep_tasks`); none without it."""
+        if not self.keep_tasks:
+            return set()
+        keys = slot.kept_keys()
+        with self._tasks_lock:
+            return {task_id for task_id, task in self._tasks.items() if task.expert_key in keys}
 
     def _prepare(self, req: GradeRequest, slot, busy):
         """`req` loaded ahead in `slot` while `busy` is graded (`grader.ahead.prepare`); None for a task the grader
@@ -358,11 +388,13 @@ class _Queue:
         if self._busy[task_id] > 0:
             self._busy[task_id] -= 1
 
-    def take(self, task_id: str | None, ahead: int = 0) -> GradeRequest | None:
+    def take(self, task_id: str | None, ahead: int = 0, kept: Collection[str] = ()) -> GradeRequest | None:
         """The next request for a slot that graded `task_id` last (and is done with it); None once none is left,
         queued or held. `ahead`: for a slot still grading `task_id`'s attempt, to load its next one ahead
         (`GraderService(load_ahead=True)`): only while more than `ahead` requests wait for the other slots (a
-        request taken ahead waits for its slot), never waiting for one; the slot says `done` with `task_id` later."""
+        request taken ahead waits for its slot), never waiting for one; the slot says `done` with `task_id` later.
+        `kept`: the tasks whose workers the slot keeps (`GraderService(keep_tasks=...)`); when it needs a new task,
+        the first of those that no other slot grades comes before the queue's first."""
         with self._lock:
             if ahead and sum(map(len, self._by_task.values())) <= ahead:
                 return None
@@ -372,8 +404,10 @@ class _Queue:
                 if self._affinity and self._by_task.get(task_id):
                     break
                 if self._by_task:
-                    # the first task nobody grades; of the tasks, at most one per slot is passed over
-                    task_id = next((t for t in self._by_task if not self._busy[t]), next(iter(self._by_task)))
+                    # the first task nobody grades (one whose workers the slot keeps first); of the tasks, at most one
+                    # per slot is passed over
+                    free = [t for t in self._by_task if not self._busy[t]]
+                    task_id = next((t for t in free if t in kept), free[0] if free else next(iter(self._by_task)))
                     break
                 if not self._held or ahead:
                     task_id = None
