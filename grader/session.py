@@ -1788,6 +1788,28 @@ def _reference_conn(g: _Grade) -> WorkerConn:
         raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the task's reference failed in its sandbox: {e}") from None
 
 
+REFERENCE_OOM_TRIES = 3
+REFERENCE_OOM_WAIT_S = 0.5
+"""A reference that runs out of device memory is asked again after this wait, up to `REFERENCE_OOM_TRIES` calls."""
+
+
+def _answered_with_room(g: _Grade, conn: WorkerConn, msg: dict) -> tuple[dict, float]:
+    """The reference worker's reply to `msg` and its round trip (ms). One that ran out of device memory is asked
+    again, a little later, up to `REFERENCE_OOM_TRIES` calls in all: the memory it lacked is most often other slots'
+    candidates', given back as their grades end (H100 run 96: an honest attempt's grade ended infra_error when its
+    task's reference, 12.9 GiB of float64 attention, found 3.2 GiB of 79 free). The wait holds the caller's window, as
+    the answer would have; a reference that runs out every time fails the grade as before, its error the last one."""
+    reply, _, parent_ms = conn.request(msg, EXPERT_TIMEOUT_S)
+    for _ in range(REFERENCE_OOM_TRIES - 1):
+        if reply.get("error_kind") != "oom":
+            break
+        t = time.perf_counter()
+        time.sleep(REFERENCE_OOM_WAIT_S)
+        g.gpu_lock.note("reference worker: out of memory, asked again", time.perf_counter() - t)
+        reply, _, parent_ms = conn.request(msg, EXPERT_TIMEOUT_S)
+    return reply, parent_ms
+
+
 def _new_size(conn: WorkerConn, sz: _Size) -> str:
     """", at a size new to its worker" when the reference worker's last answer was at another size (or it has none):
     this answer allocates its memory afresh, in its window; else "". A label's suffix in the lock's stats."""
@@ -1830,7 +1852,7 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
     try:
         msg = {"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given, "key": sz.key}
         if window is None:
-            reply, _, parent_ms = conn.request(msg, EXPERT_TIMEOUT_S)
+            reply, parent_ms = _answered_with_room(g, conn, msg)
             reply["parent_ms"] = parent_ms  # the round trip, beside the worker's own parts in the lock's stats
         else:
             reply, _, _ = conn.request({**msg, "gated": True, "fill_behind": True}, EXPERT_TIMEOUT_S, window=window)

@@ -912,8 +912,9 @@ class Worker:
         changed = self._state() + ([box[2]] if box[2] else [])
         if changed:
             return {"ok": False, "error_kind": "interpreter", "error": "; ".join(changed)[:2000]}
-        if box[1] is not None:
-            return {"ok": False, "error_kind": "exception", "error": _text(box[1][1])}
+        if box[1] is not None:  # out of memory said apart: the parent asks a full device's reference again
+            return {"ok": False, "error_kind": "oom" if _text(box[1][0]) == "oom" else "exception",
+                    "error": _text(box[1][1])}
         parts = [t for t in box[0] if t is not None]
         if any(_type(t) is not self._Tensor for t in parts):
             return {"ok": False, "error_kind": "exception",
