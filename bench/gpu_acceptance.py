@@ -40,14 +40,16 @@ from grader.timing import median, median_ci  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
 ROUNDS = ((("demo", 1), ("cuda_l1", 1)),
-          (("expert", 1), ("expert", 2), ("cheat", 1), ("escape", 1), ("honest", 1), ("own_inputs", 1),
-           ("cuda_own", 1)),
-          (("cheat", 2), ("cheat", 3), ("honest", 2)))
+          (("expert", 1), ("expert", 2), ("cheat", 1), ("cheat", 2), ("cheat", 3), ("escape", 1), ("honest", 1),
+           ("own_inputs", 1), ("cuda_own", 1)),
+          (("honest", 2),))
 """(group, repeat) graded in each round. Round 1 is the throughput mix of issue #16: demo and CUDA-L1 attempts,
 every kind of outcome, each once, measured as a round of its own (the fresh-interpreter baseline grades a
 sample of it). Then the verdicts: the experts' two grades (their self-reward and the repeat precision), the
-GPU-only cheats, the call-boundary escapes (planted on CPU, proven here on a CUDA build) and the honest
-kernels once; the cheats' and honest kernels' repeats last (GPU-only cheats three times in all)."""
+GPU-only cheats three times each, the call-boundary escapes (planted on CPU, proven here on a CUDA build) and the
+honest kernels once; the honest kernels' repeats last. The cheats' second and third grades were round 3's until
+2026-12-06: no run since H200 run 54 had reached round 3 within a device call's 9 minutes (H200 run 95: rounds 1 and
+2 took 342 s after a 74 s fresh baseline), and they are 24 short grades."""
 
 
 def plan(groups: set[str] | None = None, cuda_l1: int = 0, demo: int = 0
