@@ -416,6 +416,11 @@ def pin_threads(pid: int, cpus: list[int]) -> None:
             os.sched_setaffinity(int(tid), cpus)
 
 
+def _kept_key(name: str) -> str:
+    """The task key of a kept worker's name (`role:key`, `Slot._keep`)."""
+    return name.split(":", 1)[1]
+
+
 class Slot:
     """One worker slot: a zygote (or the fresh-process launcher) and its own unprivileged uid."""
 
@@ -870,7 +875,7 @@ class Slot:
     def kept_keys(self) -> set[str]:
         """The tasks (`SealedTask.expert_key`) whose expert or reference worker the slot keeps."""
         with self._kept_lock:
-            return {name.split(":", 1)[1] for name in self._kept}
+            return {_kept_key(name) for name in self._kept}
 
     def set_aside_all_but(self, key: str, timeout_s: float = 30.0) -> None:
         """The slot grades task `key` next: the kept workers of every other task give their cached device memory back
@@ -879,13 +884,13 @@ class Slot:
         starts it again and says what became of it."""
         with self._kept_lock:
             others = [(name, conn) for name, conn in self._kept.items()
-                      if name.split(":", 1)[1] != key and conn.trimmed is not None]
+                      if _kept_key(name) != key and conn.trimmed is not None]
         for name, conn in others:
             try:
                 conn.request({"op": "trim", "key": None}, timeout_s)
                 conn.trimmed = conn.answered = None  # no size's memory is ready in it any more
             except (OSError, wire.WireError):
-                self._drop(name)
+                self._drop(name, conn)
 
     def drop_expert(self, key: str) -> None:
         """End the kept expert worker of `key` (after it failed or broke its protocol)."""
@@ -894,8 +899,12 @@ class Slot:
     def drop_reference(self, key: str) -> None:
         self._drop(f"reference:{key}")
 
-    def _drop(self, name: str) -> None:
-        conn = self._kept.pop(name, None)
+    def _drop(self, name: str, conn: WorkerConn | None = None) -> None:
+        """End the kept worker `name` (only if it is still `conn`, when named: another may have been started since)."""
+        with self._kept_lock:
+            if conn is not None and self._kept.get(name) is not conn:
+                return
+            conn = self._kept.pop(name, None)
         if conn is not None:
             self._end(conn, None, key=("kept", conn.pid))
 

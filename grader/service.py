@@ -281,14 +281,13 @@ class GraderService:
             if req is None:
                 return
             last = req.task_id
-            if self.keep_tasks and last in self.catalogue:
-                slot.set_aside_all_but(self.task(last).expert_key)
 
             def started(conn, req=req) -> None:
                 """Once this attempt's worker is the slot's, the next one may start loading ahead. A request taken
                 ahead is graded next whatever becomes of its preparation: without one, as it would have been."""
                 nonlocal nxt
-                ahead = todo.take(req.task_id, ahead=len(self.slots)) if slot.load_ahead and slot.spares else None
+                ahead = (todo.take(req.task_id, ahead=len(self.slots), kept=self._kept_tasks(slot))
+                         if slot.load_ahead and slot.spares else None)
                 if ahead is not None:
                     nxt = (ahead, None)
                     with contextlib.suppress(Exception):
@@ -300,6 +299,8 @@ class GraderService:
                                               "`python -m grader tasks` lists the tasks it grades",
                                          Reason.UNKNOWN_TASK))
                     continue
+                if self.keep_tasks:
+                    slot.set_aside_all_but(self.task(req.task_id).expert_key)
                 done.put(grade_attempt(req, self.task(req.task_id), slot,
                                        fingerprint=self.fingerprint, fingerprint_id=self.fingerprint_id,
                                        device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort,
@@ -356,6 +357,7 @@ class _Queue:
         self._affinity = affinity
         # each task's queued requests; tasks in the order of their first request (CUDA requests first)
         self._by_task: collections.OrderedDict[str, collections.deque] = collections.OrderedDict()
+        self._first: set[str] = set()  # tasks that go first whatever a slot keeps: CUDA builds, released requests
         self._busy: collections.Counter = collections.Counter()  # task id -> slots grading it
         self._left = self._held = 0
         for req in sorted(requests, key=lambda r: r.language != "cuda"):  # stable: arrival order within each
@@ -364,6 +366,8 @@ class _Queue:
                 self._held += 1
                 continue
             self._by_task.setdefault(req.task_id, collections.deque()).append(req)
+            if req.language == "cuda":
+                self._first.add(req.task_id)
         self._lock = threading.Lock()
         self._released = threading.Condition(self._lock)
 
@@ -376,6 +380,7 @@ class _Queue:
             self._held -= 1
             self._by_task.setdefault(req.task_id, collections.deque()).appendleft(req)
             self._by_task.move_to_end(req.task_id, last=False)
+            self._first.add(req.task_id)
             self._released.notify_all()  # the others look again: the last release may leave none to wait for
 
     def done(self, task_id: str | None) -> None:
@@ -394,7 +399,8 @@ class _Queue:
         (`GraderService(load_ahead=True)`): only while more than `ahead` requests wait for the other slots (a
         request taken ahead waits for its slot), never waiting for one; the slot says `done` with `task_id` later.
         `kept`: the tasks whose workers the slot keeps (`GraderService(keep_tasks=...)`); when it needs a new task,
-        the first of those that no other slot grades comes before the queue's first."""
+        the first of those that no other slot grades comes before the queue's first, unless that one goes first
+        anyway (a CUDA request's, whose build is long, or a request released from its build ahead)."""
         with self._lock:
             if ahead and sum(map(len, self._by_task.values())) <= ahead:
                 return None
@@ -404,10 +410,11 @@ class _Queue:
                 if self._affinity and self._by_task.get(task_id):
                     break
                 if self._by_task:
-                    # the first task nobody grades (one whose workers the slot keeps first); of the tasks, at most one
-                    # per slot is passed over
+                    # the first task nobody grades (one whose workers the slot keeps first, unless the first goes
+                    # first anyway); of the tasks, at most one per slot is passed over
                     free = [t for t in self._by_task if not self._busy[t]]
-                    task_id = next((t for t in free if t in kept), free[0] if free else next(iter(self._by_task)))
+                    task_id = (next(iter(self._by_task)) if not free else free[0] if free[0] in self._first
+                               else next((t for t in free if t in kept), free[0]))
                     break
                 if not self._held or ahead:
                     task_id = None

@@ -1625,10 +1625,17 @@ def _verify(g: _Grade, sz: _Size, idx: int, seed: int, with_inputs: bool, piece:
         t = time.perf_counter()
         # Gated, the answer's device work takes a window of its own (`Effort.gated_reference`), and its copy onto this
         # device and the comparison share the next; on the host, the copy and the comparison need none.
+
+        def outside(seconds: float) -> None:
+            """A reference out of memory waits with the device given back: the memory it lacks is other slots'."""
+            held.close()
+            time.sleep(seconds)
+            held.enter_context(piece(label="reference, asked again"))
+
         ref, scale, keep = _reference(
             g, sz, seed, kept, conn, window=(lambda kind: piece(label="reference, gated")) if gated else None,
             read_hold=(lambda: None if host else held.enter_context(piece(label="reference's copy and compare")))
-            if gated else None, device=on, answered=held.close if host else None)
+            if gated else None, device=on, answered=held.close if host else None, wait=outside)
         g.gpu_lock.note("verify: kept answer" if kept else "verify: reference, gated" if gated else "verify: reference",
                         time.perf_counter() - t)
         if kept is None and not gated:  # a kept answer's copy is short: its comparison shares its hold, a computed
@@ -1793,21 +1800,25 @@ REFERENCE_OOM_WAIT_S = 0.5
 """A reference that runs out of device memory is asked again after this wait, up to `REFERENCE_OOM_TRIES` calls."""
 
 
-def _answered_with_room(g: _Grade, conn: WorkerConn, msg: dict) -> tuple[dict, float]:
-    """The reference worker's reply to `msg` and its round trip (ms). One that ran out of device memory is asked
-    again, a little later, up to `REFERENCE_OOM_TRIES` calls in all: the memory it lacked is most often other slots'
-    candidates', given back as their grades end (H100 run 96: an honest attempt's grade ended infra_error when its
-    task's reference, 12.9 GiB of float64 attention, found 3.2 GiB of 79 free). The wait holds the caller's window, as
-    the answer would have; a reference that runs out every time fails the grade as before, its error the last one."""
+def _answered_with_room(g: _Grade, conn: WorkerConn, msg: dict, wait: Callable[[float], None]
+                        ) -> tuple[dict, float, float]:
+    """The reference worker's reply to `msg`, its round trip (ms) and the seconds spent waiting. One that ran out of
+    device memory is asked again after `wait(REFERENCE_OOM_WAIT_S)`, up to `REFERENCE_OOM_TRIES` calls in all: the
+    memory it lacked is most often other slots' candidates', given back as their grades end (H100 run 96: an honest
+    attempt's grade ended infra_error when its task's reference, 12.9 GiB of float64 attention, found 3.2 GiB of 79
+    free). `_verify`'s `wait` gives the device's window back meanwhile, so the other slots go on. A reference that runs
+    out every time fails the grade as before, its error the last one; any other error is not asked again."""
     reply, _, parent_ms = conn.request(msg, EXPERT_TIMEOUT_S)
+    waited = 0.0
     for _ in range(REFERENCE_OOM_TRIES - 1):
         if reply.get("error_kind") != "oom":
             break
         t = time.perf_counter()
-        time.sleep(REFERENCE_OOM_WAIT_S)
+        wait(REFERENCE_OOM_WAIT_S)
+        waited += time.perf_counter() - t
         g.gpu_lock.note("reference worker: out of memory, asked again", time.perf_counter() - t)
         reply, _, parent_ms = conn.request(msg, EXPERT_TIMEOUT_S)
-    return reply, parent_ms
+    return reply, parent_ms, waited
 
 
 def _new_size(conn: WorkerConn, sz: _Size) -> str:
@@ -1827,7 +1838,7 @@ def _gates_answer(g: _Grade, conn: WorkerConn, sz: _Size) -> bool:
 
 
 def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: WorkerConn | None, window=None,
-               read_hold=None, device: str | None = None, answered=None) -> tuple:
+               read_hold=None, device: str | None = None, answered=None, wait=time.sleep) -> tuple:
     """The reference's float64 answer (and error scale) for the inputs of `seed` on the device, and what keeps it in
     the pool (a callable, or None). `kept` (`_kept_answer`): taken onto the device instead. Else the task's
     sandboxed reference worker computes it; a pool seed's answer is then kept in page-locked host memory, copied
@@ -1838,7 +1849,8 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
     `_gates_answer`): what the answer's device work takes, from the gate's opening to "done"; `read_hold()` then takes
     the window the answer's copy onto this device needs. `device`: where the answer goes (the slot's unless named; the
     host's for `Effort.host_verify`); `answered()`: called once the worker has answered, before its answer is read
-    (to end the window its request took, when the read is no device work)."""
+    (to end the window its request took, when the read is no device work). `wait(seconds)`: how an ungated answer
+    that ran out of device memory waits to be asked again (`_answered_with_room`)."""
     key, device = g.task.expert_key, device or g.slot.device
     if kept is not None:
         sz.answers["kept"] += 1
@@ -1852,7 +1864,7 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
     try:
         msg = {"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given, "key": sz.key}
         if window is None:
-            reply, parent_ms = _answered_with_room(g, conn, msg)
+            reply, parent_ms, waited = _answered_with_room(g, conn, msg, wait)
             reply["parent_ms"] = parent_ms  # the round trip, beside the worker's own parts in the lock's stats
         else:
             reply, _, _ = conn.request({**msg, "gated": True, "fill_behind": True}, EXPERT_TIMEOUT_S, window=window)
@@ -1892,7 +1904,8 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
         _note_parts(g, "reference worker" + moved, reply, ("empty cache", "inputs", "run", "check", "write"))
         # What keeping the answer saves the next attempt (`AnswerPool.put`), on this side's clock: the window it held
         # (ungated: the whole request, taken in the caller's window; gated: the gate's opening to "done").
-        cost_s = reply["window_ms"] / 1e3 if window is not None and "window_ms" in reply else time.perf_counter() - t
+        cost_s = (reply["window_ms"] / 1e3 if window is not None and "window_ms" in reply
+                  else time.perf_counter() - t - (waited if window is None else 0.0))
     except (OSError, wire.WireError, RuntimeError, ValueError, TypeError, KeyError, AttributeError) as e:
         if fd is not None:
             os.close(fd)

@@ -213,6 +213,13 @@ def _fmt_error(e: BaseException) -> tuple[str, str]:
     return _error_kind(e), format_error(e)
 
 
+def _raised(box, _type=type, _str=str, _as_text=_text) -> dict:
+    """The reply for candidate or reference code that raised: the kind `_error_kind` gave (oom, compile, exception:
+    the parent asks a reference out of memory again) and the error's text."""
+    kind, text = box[1]
+    return {"ok": False, "error_kind": kind if _type(kind) is _str else "exception", "error": _as_text(text)}
+
+
 def _reference_call(ref, scale, inputs: list, upcast) -> tuple:
     """A reference and its error scale on the float64 copies of the inputs (runs on a candidate thread)."""
     wide = upcast(inputs)
@@ -568,9 +575,9 @@ class Worker:
             return dest
         return self._clone(out)
 
-    def _call(self, msg: dict, _type=type, _name=type.__dict__["__name__"].__get__, _str=str, _launches=LAUNCHES,
+    def _call(self, msg: dict, _type=type, _name=type.__dict__["__name__"].__get__, _launches=LAUNCHES,
               _storages=LAUNCH_STORAGES, _foreign=FOREIGN_STREAM_LAUNCHES, _streams=_STREAM, _now=_perf_ns,
-              _unwatched=_UNWATCHED, _call_mark=observe.CALL_MARK, _as_text=_text):
+              _unwatched=_UNWATCHED, _call_mark=observe.CALL_MARK, _failed=_raised):
         # Everything this method reaches once the candidate's code has run is bound above (or is the
         # worker's own, unreachable from a candidate): a module global replaced meanwhile never runs here.
         t_begin = _now()
@@ -675,8 +682,7 @@ class Worker:
             return {"ok": True, "interpreter": changed, "idx": -1, "ms": ms, "host_ms": host_ms, "gap_ms": gap_ms,
                     "meta": {"type": "?"}, "span_ms": (_now() - t_begin) / 1e6}, None
         if box[1] is not None:
-            kind, text = box[1]
-            return {"ok": False, "error_kind": kind if _type(kind) is _str else "exception", "error": _as_text(text)}, None
+            return _failed(box), None
         launched = {k: v - launches_before.get(k, 0) for k, v in _counts(_launches).items()
                     if v != launches_before.get(k, 0)}
         # Read after the call: a carve-out the call made is found, and undone, before the next one.
@@ -912,9 +918,8 @@ class Worker:
         changed = self._state() + ([box[2]] if box[2] else [])
         if changed:
             return {"ok": False, "error_kind": "interpreter", "error": "; ".join(changed)[:2000]}
-        if box[1] is not None:  # out of memory said apart: the parent asks a full device's reference again
-            return {"ok": False, "error_kind": "oom" if _text(box[1][0]) == "oom" else "exception",
-                    "error": _text(box[1][1])}
+        if box[1] is not None:
+            return _raised(box)
         parts = [t for t in box[0] if t is not None]
         if any(_type(t) is not self._Tensor for t in parts):
             return {"ok": False, "error_kind": "exception",

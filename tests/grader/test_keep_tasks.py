@@ -23,15 +23,30 @@ def _req(name: str, task: str) -> GradeRequest:
 
 def test_a_slot_needing_a_new_task_takes_one_whose_workers_it_keeps_first():
     reqs = [_req(f"{t}{i}", t) for i, t in enumerate(["gelu_fp32", "softmax_rows_fp32", "bias_leaky_relu_fp32",
-                                                      "gelu_fp32"])]
+                                                      "gelu_fp32", "bias_leaky_relu_fp32"])]
     q = _Queue(reqs)
     assert q.take(None, kept={"bias_leaky_relu_fp32"}).attempt_id == "bias_leaky_relu_fp322"
-    # a kept task another slot grades is not taken: the first free one is
+    # a kept task another slot grades is not taken (bias has a request left): the first free one is
     assert q.take(None, kept={"bias_leaky_relu_fp32"}).attempt_id == "gelu_fp320"
     # affinity first: a slot with its last task's requests waiting keeps to it, whatever else it keeps
     assert q.take("gelu_fp32", kept={"softmax_rows_fp32"}).attempt_id == "gelu_fp323"
     assert q.take("gelu_fp32", kept={"softmax_rows_fp32"}).attempt_id == "softmax_rows_fp321"
+    assert q.take("bias_leaky_relu_fp32").attempt_id == "bias_leaky_relu_fp324"
     assert q.take("softmax_rows_fp32") is None and len(q) == 0
+
+
+def test_a_task_that_goes_first_still_does_whatever_a_slot_keeps():
+    """A CUDA request's build is long, and a request released from its build ahead has waited for it: either goes
+    before a task the slot keeps."""
+    cuda = GradeRequest(attempt_id="c0", task_id="softmax_rows_fp32", source=HONEST["softmax_rows_fp32"],
+                        language="cuda")
+    q = _Queue([_req("g0", "gelu_fp32"), cuda])
+    assert q.take(None, kept={"gelu_fp32"}).attempt_id == "c0"
+    built = _req("b0", "bias_leaky_relu_fp32")
+    q = _Queue([_req("g0", "gelu_fp32"), _req("s0", "softmax_rows_fp32"), built], held={id(built)})
+    q.release(built)
+    assert q.take(None, kept={"gelu_fp32"}).attempt_id == "b0"
+    assert q.take(None, kept={"softmax_rows_fp32"}).attempt_id == "s0"
 
 
 def test_the_tasks_kept_follow_the_devices_memory():
