@@ -580,7 +580,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = {req.attempt_id: m for rows in items.values() for req, m in rows}
     t_run = time.perf_counter()  # budgets and the hard stop count from here: the device call's own clock
     results: list[GradeResult] = []
-    clock = {"service_t0": t_run, "round1_s": None, "round1_n": 0, "round1_tasks": set(), "baseline": None}
+    clock = {"service_t0": t_run, "round1_s": None, "round1_n": 0, "round1_tasks": set(), "baseline": None,
+             "rounds": []}
     host: list[HostWatch] = []  # the service's host sampler, once the service is up
     live = open(args.out / "grades.jsonl", "w")
     log = open(args.out / "progress.log", "w")
@@ -597,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                                                      args.workers))
         summary += "".join(f"\n{line}" for line in lock_lines(lock))
         purposes = lock.get("purposes", {})
+        summary += "".join(f"\n{line}" for line in round_start_lines(clock["rounds"], purposes))
         apart = ("grade: ", "worker start, ", "worker end, ")  # each a table of its own
         tables = (  # holder-seconds: check work's holds overlap, so they add up past the wall clock
             purpose_lines("check work's holds by use, and their parts (`purpose: part`, timed on the parent's or the "
@@ -670,8 +672,12 @@ def main(argv: list[str] | None = None) -> int:
             if time.perf_counter() - t_run > args.budget_s:
                 say(f"# round {n} not started: {args.budget_s:.0f} s budget spent")
                 break
+            clock["rounds"].append({"round": n, "grades": 0, "tasks": set(),
+                                    "purposes": svc.gpu_lock.stats().get("purposes", {})})
             for r in svc.grade(round_requests(items, groups)):
                 results.append(r)
+                clock["rounds"][-1]["grades"] += 1
+                clock["rounds"][-1]["tasks"].add(r.task_id)
                 clock["last_grade"] = time.perf_counter()
                 live.write(r.to_json() + "\n")
                 live.flush()
@@ -812,6 +818,28 @@ def host_lines(host: list, clock: dict) -> list[str]:
     return (["== the host while grading (bench/hostwatch.py)"]
             + watch.lines(t0, t0 + clock["round1_s"] if clock["round1_s"] else now, "round 1")
             + watch.lines(t0, now, "every round") + watch.role_lines())
+
+
+STARTED = ("expert", "reference")
+"""The kept workers whose starts `round_start_lines` counts by round."""
+
+
+def round_start_lines(rounds: list[dict], purposes: dict) -> list[str]:
+    """The expert and reference workers started in each round (`worker start, <role>: to its hello and gate` in the
+    lock's stats, counted from the round's start to the next's, the last to `purposes`, the stats now), beside the
+    round's grades and tasks: how many tasks found their workers kept (`GraderService(keep_tasks=...)`)."""
+    if not rounds:
+        return []
+
+    def started(stats: dict, role: str) -> int:
+        return stats.get(f"worker start, {role}: to its hello and gate", [0])[0]
+
+    out = ["== expert and reference workers started, by round", "  round\tgrades\ttasks\t" + "\t".join(STARTED)]
+    for i, rnd in enumerate(rounds):
+        after = rounds[i + 1]["purposes"] if i + 1 < len(rounds) else purposes
+        out.append(f"  {rnd['round']}\t{rnd['grades']}\t{len(rnd['tasks'])}\t"
+                   + "\t".join(str(started(after, role) - started(rnd["purposes"], role)) for role in STARTED))
+    return out
 
 
 def throughput_lines(clock: dict, service_s: float, n: int, workers: int) -> list[str]:
