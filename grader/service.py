@@ -277,7 +277,7 @@ class GraderService:
                 (req, prepared), nxt = nxt, None
                 todo.done(last)  # the slot is done with the task it graded last, as `take` would say
             else:
-                req, prepared = todo.take(last, kept=self._kept_tasks(slot)), None
+                req, prepared = todo.take(last, kept=self._tasks_kept_in(slot)), None
             if req is None:
                 return
             last = req.task_id
@@ -286,7 +286,7 @@ class GraderService:
                 """Once this attempt's worker is the slot's, the next one may start loading ahead. A request taken
                 ahead is graded next whatever becomes of its preparation: without one, as it would have been."""
                 nonlocal nxt
-                ahead = (todo.take(req.task_id, ahead=len(self.slots), kept=self._kept_tasks(slot))
+                ahead = (todo.take(req.task_id, ahead=len(self.slots), kept=self._tasks_kept_in(slot))
                          if slot.load_ahead and slot.spares else None)
                 if ahead is not None:
                     nxt = (ahead, None)
@@ -313,7 +313,7 @@ class GraderService:
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))
 
-    def _kept_tasks(self, slot) -> set[str]:
+    def _tasks_kept_in(self, slot) -> set[str]:
         """The task ids whose workers `slot` keeps, for the queue to prefer (`keep_tasks`); none without it."""
         if not self.keep_tasks:
             return set()

@@ -1815,8 +1815,9 @@ def _answered_with_room(g: _Grade, conn: WorkerConn, msg: dict, wait: Callable[[
             break
         t = time.perf_counter()
         wait(REFERENCE_OOM_WAIT_S)
-        waited += time.perf_counter() - t
-        g.gpu_lock.note("reference worker: out of memory, asked again", time.perf_counter() - t)
+        spent = time.perf_counter() - t
+        waited += spent
+        g.gpu_lock.note("reference worker: out of memory, asked again", spent)
         reply, _, parent_ms = conn.request(msg, EXPERT_TIMEOUT_S)
     return reply, parent_ms, waited
 
