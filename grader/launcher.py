@@ -5,6 +5,7 @@ group and every process left under the slot's uid are killed, and the exit statu
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -466,6 +467,10 @@ class Slot:
         """Where a worker's start went, by part (`DeviceLock.note`, which the service sets): the acceptance's table."""
         self.live: dict[int, str] = {}
         """pid -> role ("candidate", "expert", "reference", "spare") of every worker of this slot now alive."""
+        self.starting: dict[int, str] = {}
+        """pid -> role of every worker spawned and not yet through its hello (its CUDA start, seen on the device)."""
+        self.ended: collections.OrderedDict[int, str] = collections.OrderedDict()
+        """pid -> role of the last `ENDED_NAMED` workers ended (`seen_roles`)."""
         self.config = {
             "device": device, "hide": hide, "reveal": list(reveal), "tmp_mb": tmp_mb, "uid": self.uid, "nproc": 512, "nofile": 1024,
             # RLIMIT_FSIZE also caps the memfds that carry outputs, inputs and float64 answers to the parent;
@@ -668,14 +673,18 @@ class Slot:
         conn.sock.settimeout(timeout_s)
         # A worker that fails here is ended and reaped, not left behind. It has run no candidate code,
         # so its own process group is all there is: the uid's other processes (kept experts) stay.
+        self.starting[pid] = "spare" if spare else (noted_as or role)
         try:
             hello, _ = wire.recv(conn.sock, 0)
             if popen is not None and "relay_pid" in hello:  # the exec'd process forked the worker into its namespace
                 conn.pid = int(hello["relay_pid"])
+                self.starting[conn.pid] = self.starting.pop(pid)
                 hello, _ = wire.recv(conn.sock, 0)
         except (OSError, wire.WireError, ValueError, TypeError):
+            self.starting.pop(conn.pid, None)
             self._kill(conn, None)
             raise
+        self.starting.pop(conn.pid, None)
         if hello.get("ok") is False:  # it failed before its hello and says why (zygote.send_start_failure)
             self._kill(conn, None)
             error = str(hello.get("error") or "").rstrip() or "no traceback sent"
@@ -946,7 +955,7 @@ class Slot:
         def reap() -> None:
             t0 = time.perf_counter()
             _wait_ended(conn.pid, self.END_WAIT_S)  # its channel to the zygote is not held while the device's is torn down
-            self.live.pop(conn.pid, None)
+            self._gone(conn.pid)
             self._reaped(conn)
             if arena is not None:  # the worker is gone: nothing writes it any more
                 arena.scrub()
@@ -974,11 +983,35 @@ class Slot:
             thread.join()
 
     def _kill(self, conn: WorkerConn, uid: int | None) -> str:
-        t, role = time.perf_counter(), self.live.pop(conn.pid, None) or "failed to start"  # never said hello
+        t, role = time.perf_counter(), self._gone(conn.pid) or "failed to start"  # never said hello
         _signal_all(conn, uid)
         how = self._reaped(conn)
         self.note(f"worker end, {role}: killed and reaped", time.perf_counter() - t)
         return how
+
+    ENDED_NAMED = 256
+    """How many ended workers `ended` names: a CUDA context outlives its process's end by a moment, and a timing loop's
+    device watch reads the roles only at its end, after workers seen during it may have ended."""
+
+    def _gone(self, pid: int) -> str | None:
+        """The worker `pid` is no longer alive (or never said hello): its role, now named in `ended`."""
+        role = self.live.pop(pid, None)
+        if role is not None:
+            self.ended[pid] = role
+            self.ended.move_to_end(pid)
+            while len(self.ended) > self.ENDED_NAMED:
+                self.ended.popitem(last=False)
+        return role
+
+    def seen_roles(self) -> dict[int, str]:
+        """pid -> role of each worker the device may show for this slot: alive ("expert"), ending or lately ended
+        ("expert, ended"), or spawned and not yet through its hello ("spare, starting"). Before H100 run 97 the
+        ended and starting ones were "not ours" to the device watch: 55 of its 78 such pids were this service's
+        workers, seen under their roles in other loops, and 7.1 GiB of the device's memory "not ours" was theirs."""
+        out = {pid: f"{role}, ended" for pid, role in list(self.ended.items())}
+        out.update({pid: f"{role}, starting" for pid, role in list(self.starting.items())})
+        out.update(list(self.live.items()))
+        return out
 
     def _reaped(self, conn: WorkerConn) -> str:
         """Reap a signalled worker and close what it was lent; how it ended."""

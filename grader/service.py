@@ -197,7 +197,7 @@ class GraderService:
         """pid -> role of every process of this service that may use the device (for the device watch)."""
         out = {os.getpid(): "parent"}
         for slot in self.slots:
-            out.update({pid: f"slot {slot.index} {role}" for pid, role in list(slot.live.items())})
+            out.update({pid: f"slot {slot.index} {role}" for pid, role in slot.seen_roles().items()})
         return out
 
     def task(self, task_id: str):
