@@ -681,16 +681,14 @@ class Slot:
                 self.starting[conn.pid] = self.starting.pop(pid)
                 hello, _ = wire.recv(conn.sock, 0)
         except (OSError, wire.WireError, ValueError, TypeError):
-            self.starting.pop(conn.pid, None)
             self._kill(conn, None)
             raise
-        self.starting.pop(conn.pid, None)
         if hello.get("ok") is False:  # it failed before its hello and says why (zygote.send_start_failure)
             self._kill(conn, None)
             error = str(hello.get("error") or "").rstrip() or "no traceback sent"
             raise wire.WireError(f"{error.splitlines()[-1][:300]}\n{error[-1500:]}")
         conn.hello = hello
-        self.live[conn.pid] = "spare" if spare else (noted_as or role)
+        self.live[conn.pid] = self.starting.pop(conn.pid)
         conn.baseline_threads = sandbox.thread_count(conn.pid)
         if isinstance(hello.get("audit_fd"), int):
             conn.audit_target = sandbox.fd_target(conn.pid, hello["audit_fd"])
@@ -990,14 +988,16 @@ class Slot:
         return how
 
     ENDED_NAMED = 256
-    """How many ended workers `ended` names: a CUDA context outlives its process's end by a moment, and a timing loop's
-    device watch reads the roles only at its end, after workers seen during it may have ended."""
+    """How many ended workers `ended` names: a timing loop's device watch reads the roles at the loop's end, after
+    workers it saw may have ended."""
 
     def _gone(self, pid: int) -> str | None:
-        """The worker `pid` is no longer alive (or never said hello): its role, now named in `ended`."""
+        """The worker `pid` ends, alive or still starting; now named in `ended`. Its role if it was alive (None: it
+        never said hello)."""
         role = self.live.pop(pid, None)
-        if role is not None:
-            self.ended[pid] = role
+        named = role or self.starting.pop(pid, None)
+        if named is not None:
+            self.ended[pid] = named
             self.ended.move_to_end(pid)
             while len(self.ended) > self.ENDED_NAMED:
                 self.ended.popitem(last=False)
