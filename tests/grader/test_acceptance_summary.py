@@ -1,6 +1,9 @@
 """The acceptance's summary (bench/gpu_acceptance.py) read from recorded H200 runs: what it flags, it flags from the
 grades the GPU gave."""
+import os
 import pathlib
+
+import pytest
 
 from bench.gpu_acceptance import summarise
 from grader.contract import GradeResult
@@ -280,3 +283,24 @@ def test_the_workers_started_are_counted_round_by_round():
     lines = round_start_lines(rounds, stats(41, 42))
     assert lines[1:] == ["  round\tgrades\ttasks\texpert\treference", "  1\t60\t3\t37\t36", "  2\t40\t2\t4\t6"]
     assert round_start_lines([], {}) == []
+
+
+def test_the_fresh_baseline_starts_one_interpreter_untimed_before_its_first_grade(tmp_path):
+    """`fresh_baseline`: a fresh interpreter is started and ended before the timed sample (`warm_s`), as the service's
+    start-up is left out of its rate; the sample's grades are each in an interpreter of their own. Real fresh workers
+    on the CPU."""
+    if os.geteuid() != 0:
+        pytest.skip("fresh workers need the root-run sandbox")
+    from bench.gpu_acceptance import fresh_baseline, throughput_lines
+    from grader.contract import GradeRequest, Status
+
+    src = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
+           "    return e / e.sum(-1, keepdim=True)\n")
+    said: list[str] = []
+    base = fresh_baseline([GradeRequest(attempt_id="f0", task_id="softmax_rows_fp32", source=src, language="pytorch")],
+                          [], "cpu", 600.0, tmp_path, said.append)
+    assert base["n"] == 1 and base["statuses"] == {Status.CORRECT.value: 1}, (base, said)
+    assert base["warm_s"] > 0 and base["wall_s"] > 0
+    assert base["candidates_started"] == 2  # the warm-up's interpreter, and the grade's own
+    lines = throughput_lines({"round1_s": 10.0, "round1_n": 10, "service_t0": 0.0, "baseline": base}, 20.0, 10, 1)
+    assert any("after one interpreter started and ended untimed" in line for line in lines), lines
