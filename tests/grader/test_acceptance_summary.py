@@ -6,7 +6,8 @@ import pathlib
 import pytest
 
 from bench.gpu_acceptance import summarise
-from grader.contract import GradeResult
+from grader.contract import GradeRequest, GradeResult, Status
+from tests.grader.sources import HONEST_SOFTMAX
 
 RUNS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "measurements"
 
@@ -292,13 +293,10 @@ def test_the_fresh_baseline_starts_one_interpreter_untimed_before_its_first_grad
     if os.geteuid() != 0:
         pytest.skip("fresh workers need the root-run sandbox")
     from bench.gpu_acceptance import fresh_baseline, throughput_lines
-    from grader.contract import GradeRequest, Status
 
-    src = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
-           "    return e / e.sum(-1, keepdim=True)\n")
     said: list[str] = []
-    base = fresh_baseline([GradeRequest(attempt_id="f0", task_id="softmax_rows_fp32", source=src, language="pytorch")],
-                          [], "cpu", 600.0, tmp_path, said.append)
+    req = GradeRequest(attempt_id="f0", task_id="softmax_rows_fp32", source=HONEST_SOFTMAX, language="pytorch")
+    base = fresh_baseline([req], [], "cpu", 600.0, tmp_path, said.append)
     assert base["n"] == 1 and base["statuses"] == {Status.CORRECT.value: 1}, (base, said)
     assert base["warm_s"] > 0 and base["wall_s"] > 0
     assert base["candidates_started"] == 2  # the warm-up's interpreter, and the grade's own

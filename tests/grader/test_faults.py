@@ -16,12 +16,12 @@ from grader import sandbox
 from grader.contract import REWARD_FLOOR, GradeRequest, Reason, Status
 from grader.service import GraderService
 from tests.conftest import REPO_ROOT
+from tests.grader.sources import HONEST_SOFTMAX
 
 pytestmark = pytest.mark.faults
 
 TASK = "softmax_rows_fp32"
-HONEST = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
-          "    return e / e.sum(-1, keepdim=True)\n")
+HONEST = HONEST_SOFTMAX
 SLOW = "import time\n" + HONEST.replace("def run(x):\n", "def run(x):\n    time.sleep(3)\n")
 FAULTS = {
     # name: (source, acceptable (status, reason) pairs)

@@ -7,10 +7,10 @@ import pytest
 
 from grader.contract import REWARD_FLOOR, GradeRequest, Reason, Status
 from grader.service import GraderService
+from tests.grader.sources import HONEST_SOFTMAX
 
 TASK = "softmax_rows_fp32"
-HONEST = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
-          "    return e / e.sum(-1, keepdim=True)\n")
+HONEST = HONEST_SOFTMAX
 TRITON = '''
 import torch, triton, triton.language as tl
 @triton.jit

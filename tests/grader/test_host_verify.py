@@ -11,10 +11,10 @@ import pytest
 from grader.contract import GradeRequest, Reason, Status
 from grader.service import GraderService
 from grader.session import Effort
+from tests.grader.sources import HONEST_SOFTMAX
 
 TASK = "softmax_rows_fp32"
-HONEST = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
-          "    return e / e.sum(-1, keepdim=True)\n")
+HONEST = HONEST_SOFTMAX
 ATTEMPTS = {  # name: (source, status, reason)
     "honest": (HONEST, Status.CORRECT, Reason.OK),
     "unnormalised": (HONEST.replace("return e / e.sum(-1, keepdim=True)", "return e"), Status.WRONG_OUTPUT,

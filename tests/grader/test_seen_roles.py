@@ -14,12 +14,12 @@ import pytest
 from grader import launcher, wire
 from grader.contract import GradeRequest, Status
 from grader.service import GraderService
+from tests.grader.sources import HONEST_SOFTMAX
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the zygote's workers need the root-run sandbox")
 
 TASK = "softmax_rows_fp32"
-HONEST = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
-          "    return e / e.sum(-1, keepdim=True)\n")
+HONEST = HONEST_SOFTMAX
 
 
 def _gone(pid: int) -> bool:

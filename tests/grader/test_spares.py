@@ -14,12 +14,12 @@ import pytest
 from grader import sandbox
 from grader.contract import GradeRequest, Status
 from grader.service import GraderService
+from tests.grader.sources import HONEST_SOFTMAX
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="spares need the root-run sandbox's uids")
 
 TASK = "softmax_rows_fp32"
-HONEST = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
-          "    return e / e.sum(-1, keepdim=True)\n")
+HONEST = HONEST_SOFTMAX
 # Leaves processes behind and signals every process it may: the spare for the next grade is running meanwhile.
 HOSTILE = ("import os, signal, time\n" + HONEST.replace(
     "def run(x):\n", "def run(x):\n    if os.fork() == 0:\n        time.sleep(60)\n        os._exit(0)\n"

@@ -31,10 +31,10 @@ from grader.contract import GradeRequest, Reason, Status
 from grader.service import GraderService
 from grader.zygote import CudaQueryGuard, CudaTouchedInZygote
 from tests.conftest import REPO_ROOT
+from tests.grader.sources import HONEST_SOFTMAX
 
 TASK = "softmax_rows_fp32"
-HONEST = ("import torch\ndef run(x):\n    e = (x - x.max(-1, keepdim=True).values).exp()\n"
-          "    return e / e.sum(-1, keepdim=True)\n")
+HONEST = HONEST_SOFTMAX
 SOFTMAX = HONEST.split("def run(x):\n", 1)[1]
 
 
