@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.grade_corpus import adversarial_requests, demo_requests, expert_requests  # noqa: E402
 from bench.hostwatch import HostWatch, memory_by_kind  # noqa: E402
-from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult  # noqa: E402
+from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult, Reason, Status  # noqa: E402
 from grader.labels import point_label  # noqa: E402
 from grader.timing import median, median_ci  # noqa: E402
 
@@ -86,7 +86,7 @@ builders, on the service's default)."""
 OPT_IN = ("gated_reference", "start_ahead", "host_verify", "gated_check_calls", "settled_pairs")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("role_spares", "load_ahead", "end_behind", "keep_tasks")
+SERVICE_OPT_IN = ("role_spares", "load_ahead", "end_behind", "keep_tasks", "memory_watch")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 
@@ -95,6 +95,18 @@ def answer_line(results: list[GradeResult]) -> str:
     got = [(s.loop or {}).get("answers") or {} for r in results for s in r.sizes]
     kept, computed = sum(a.get("kept", 0) for a in got), sum(a.get("computed", 0) for a in got)
     return f"{kept} of {kept + computed}" + (f" ({kept / (kept + computed):.0%})" if kept + computed else "")
+
+
+def oom_line(results: list[GradeResult]) -> str:
+    """The grades a candidate's out-of-memory error ended (`session.oom_floor`), by status, and how many of the
+    device's were judged on a full reading taken before the error came back (`memory_watch`); '' when none."""
+    oom = [r for r in results if r.reason_code is Reason.OOM]
+    if not oom:
+        return ""
+    by = collections.Counter(r.status.value for r in oom)
+    earlier = sum("s before its error came back" in r.reason for r in oom if r.status is Status.INFRA_ERROR)
+    return ("  out of memory (session.oom_floor)\t" + ", ".join(f"{k} {n}" for k, n in sorted(by.items()))
+            + f"; the device's judged on a reading before the error came back: {earlier}")
 
 
 def memory_lines(svc) -> list[str]:
@@ -116,6 +128,10 @@ def memory_lines(svc) -> list[str]:
         by_kind = svc.watch.memory_by_role(svc.roles())
         if by_kind is not None:
             lines.append(f"  device memory at the end by kind of process (GiB)\t{memory_by_kind(by_kind)}")
+    if svc.watch is not None:
+        lines.append("  the device watch's memory readings (grader.devicewatch)\t"
+                     + (f"sampled {svc.watch.sampled} times" if svc.memory_watch else "not sampled (memory_watch off)")
+                     + f"; full readings kept {svc.watch.full_readings()}")
     return lines
 
 
@@ -241,6 +257,9 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
     lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
     lines.append("  verified on a kept answer (grader.answers)\t" + answer_line(all_results))
+    oom = oom_line(all_results)
+    if oom:
+        lines.append(oom)
     started = collections.defaultdict(list)  # the candidate's worker: a spare, or spawned for the grade
     for r in all_results:
         if r.sandbox.get("worker"):

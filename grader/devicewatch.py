@@ -11,12 +11,24 @@ sampled using the SMs or memory in between, named by its role in this grader whe
 `DeviceWatch(nvml)` takes the NVML module (pynvml from nvidia-ml-py) or a replay with the same
 functions, like `grader.fingerprint.collect`, so CPU-only CI runs this code on recorded readings.
 A reading that fails is recorded as its error; it never fails a grade.
+
+With `sample` (`GraderService(memory_watch=True)`), the watch reads the device's memory every `interval_s` on a
+thread of its own and keeps the readings in which it was full (`FULL_FRACTION`), with what each process held then:
+evidence `session.oom_floor` weighs when a candidate runs out of memory, beside the reading just after its reply,
+which can come after another process gave memory back (H100 run 100). Its other reads are kept too while it samples.
 """
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from typing import Any, Callable
+
+FULL_FRACTION = 0.05
+"""A device with less than this share of its memory free is full."""
+
+FULL_KEPT = 512
+"""The full readings a watch keeps, the latest."""
 
 
 class DeviceWatch:
@@ -26,6 +38,10 @@ class DeviceWatch:
         self.handle = nvml.nvmlDeviceGetHandleByIndex(index)
         self._clock = clock
         self._lock = threading.Lock()  # one NVML reader at a time: slots time one after the other anyway
+        self._full: collections.deque = collections.deque(maxlen=FULL_KEPT)  # (monotonic s, total, free, {pid: used})
+        self.sampled = 0  # readings the sampling thread made
+        self._stop = threading.Event()
+        self._sampler: threading.Thread | None = None
 
     @classmethod
     def local(cls, cuda: bool) -> DeviceWatch | None:
@@ -40,6 +56,9 @@ class DeviceWatch:
             return None
 
     def close(self) -> None:
+        self._stop.set()
+        if self._sampler is not None:
+            self._sampler.join(timeout=5)
         try:
             self.nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001 - shutting down a library that is going away anyway
@@ -97,8 +116,51 @@ class DeviceWatch:
                 procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
             except Exception:  # noqa: BLE001 - no reading: the caller decides as without a watch
                 return None
+            self._note(info, procs)
         used = next((int(p.usedGpuMemory) for p in procs if int(p.pid) == pid and p.usedGpuMemory is not None), None)
         return {"total": int(info.total), "free": int(info.free), "pid_used": used}
+
+    def full_since(self, seconds: float, pid: int) -> list[dict[str, int | float | None]]:
+        """The readings of the last `seconds` in which the device was full, latest first, each as `memory` gives one
+        for `pid` (None where NVML did not list it), with `ago_s`, how long before now it was read."""
+        now = time.monotonic()
+        with self._lock:
+            kept = [r for r in self._full if now - r[0] <= seconds]
+        return [{"total": total, "free": free, "pid_used": procs.get(pid), "ago_s": now - t}
+                for t, total, free, procs in reversed(kept)]
+
+    def sample(self, interval_s: float) -> None:
+        """Read the device's memory every `interval_s` on a thread of this watch's own until `close`, keeping the full
+        readings (`full_since`): a process list is read only when the device reads full."""
+        if self._sampler is not None:
+            return
+
+        def run() -> None:
+            while not self._stop.wait(interval_s):
+                with self._lock:
+                    try:
+                        info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
+                        if is_full(int(info.total), int(info.free)):
+                            self._note(info, self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle))
+                    except Exception:  # noqa: BLE001 - a reading that fails is no evidence either way
+                        continue
+                    self.sampled += 1
+
+        self._sampler = threading.Thread(target=run, name="device-memory-watch", daemon=True)
+        self._sampler.start()
+
+    def full_readings(self) -> int:
+        """How many full readings the watch keeps now."""
+        with self._lock:
+            return len(self._full)
+
+    def _note(self, info, procs) -> None:
+        """Keep a reading (under the lock) if the device was full in it and the watch samples: without `sample`, an
+        out-of-memory error is judged on the reading just after it alone, as before the sampling."""
+        total, free = int(info.total), int(info.free)
+        if self._sampler is not None and is_full(total, free):
+            self._full.append((time.monotonic(), total, free,
+                               {int(p.pid): int(p.usedGpuMemory) for p in procs if p.usedGpuMemory is not None}))
 
     def memory_by_role(self, roles: dict[int, str]) -> dict[str, int] | None:
         """Bytes of the device's memory each kind of process holds now (`roles`: pid -> "slot N role"; the role's
@@ -111,6 +173,7 @@ class DeviceWatch:
                 procs = self.nvml.nvmlDeviceGetComputeRunningProcesses(self.handle)
             except Exception:  # noqa: BLE001 - no reading
                 return None
+            self._note(info, procs)
         out = {"used": int(info.total) - int(info.free)}
         for p in procs:
             if p.usedGpuMemory is None:
@@ -135,6 +198,11 @@ REASONS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8
            0x10: "sync_boost", 0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake",
            0x100: "display_clocks"}
 """NVML's clock-event reason bits (nvmlClocksEventReason*), by the names its header gives them."""
+
+
+def is_full(total: int, free: int) -> bool:
+    """Whether a device with `free` of `total` bytes free is full (`FULL_FRACTION`)."""
+    return free < FULL_FRACTION * total
 
 
 def reason_names(bits: int) -> list[str]:

@@ -35,6 +35,10 @@ calling thread (OpenMP's way) would put a team of spinning threads per slot on t
 a GPU the parent computes nothing on the host, but with `Effort.host_verify` the same comparisons."""
 
 
+MEMORY_WATCH_S = 0.1
+"""How often the device watch reads the device's memory with `memory_watch` (one NVML call; a process list only when
+the device reads full)."""
+
 KEPT_TASKS = 2
 """Tasks whose expert and reference workers a slot keeps (`Slot.max_kept`) without `keep_tasks`."""
 
@@ -69,7 +73,7 @@ class GraderService:
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, role_spares: bool = False, load_ahead: bool = False,
-                 end_behind: bool = False, keep_tasks: bool | int = False):
+                 end_behind: bool = False, keep_tasks: bool | int = False, memory_watch: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -92,6 +96,9 @@ class GraderService:
         the device's memory allows (`kept_tasks_for`; an int: that many), and takes a task it keeps before the
         queue's first; as it begins a task, the others' workers give their cached memory back:
         `Slot.set_aside_all_but`; off until a GPU run has measured it),
+        `memory_watch` (the device watch reads the device's memory every `MEMORY_WATCH_S` on a thread of its own and
+        keeps the readings in which it was full, for judging a candidate's out-of-memory error: `session.oom_floor`;
+        off until a GPU run has measured it),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -172,6 +179,9 @@ class GraderService:
         from grader.devicewatch import DeviceWatch
 
         self.watch = DeviceWatch.local(cuda)
+        self.memory_watch = memory_watch and self.watch is not None
+        if self.memory_watch:
+            self.watch.sample(MEMORY_WATCH_S)
         self._tasks: dict[str, object] = {}
         self._tasks_lock = threading.Lock()
 

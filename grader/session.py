@@ -16,13 +16,14 @@ import secrets
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from grader import compile_cache, guard, sandbox, wire
 from grader.compare import EXPERT_SLACK, Verdict, check_output_meta, compare, expert_slack
 from grader.contract import (GRADER_VERSION, SPEEDUP_CLIP, GradeRequest, GradeResult, Reason, SizeResult, Status,
                              clip_speedup, geomean, reward)
 from grader.answers import Answer, AnswerPool, SeedPlan, kept_copy
+from grader.devicewatch import is_full
 from grader.inputs import derive_seed, make_inputs, resolve_specs
 from grader.launcher import GatedCall, Slot, WorkerConn, let_through_together
 from grader.statics import (declared_kernels, literal, declared_triton_kernels, host_compute, library_kernels,
@@ -1966,32 +1967,42 @@ def _ext_record(cache: compile_cache.CompileCache, source: str, env, use: bool, 
             **({"failed": failed} if failed else {})}
 
 
-OOM_FULL_FRACTION = 0.05
-"""A device with less than this share of its memory free, read by the parent through NVML, is full."""
+OOM_EVIDENCE_S = 2.0
+"""How far back before a candidate's out-of-memory reply a full reading of the device counts as its evidence."""
 
 
-def oom_floor(memory: dict | None, slots: int, text: str) -> Floor:
-    """What a candidate's out-of-memory error makes of its grade. Its own fault (runtime_error) unless the parent's
-    own reading (NVML, just after: `memory`, `DeviceWatch.memory`) shows the device full and the candidate holding
-    less than its share of it (the device's memory over the `slots` sharing it): then the other slots' work filled
-    it, and the grade is the grader's failure (infra_error, graded again; H200 run 56: three honest kernels at 4 GiB
-    each ran out on a full device with 16 slots). The error's text is the candidate's, never the evidence: a
-    candidate can raise an out-of-memory error of its own on an empty device. A candidate NVML does not list (its
-    pid unseen) is judged as before: its own fault."""
-    if memory is not None and memory["pid_used"] is not None and memory["free"] < OOM_FULL_FRACTION * memory["total"]:
-        share, held = memory["total"] / max(slots, 1), memory["pid_used"]
+def oom_floor(memory: dict | None, slots: int, text: str, earlier: Iterable[dict] = ()) -> Floor:
+    """What a candidate's out-of-memory error makes of its grade. Its own fault (runtime_error) unless one of the
+    parent's own readings (NVML: `memory`, just after, `DeviceWatch.memory`; `earlier`, the device's full readings
+    of the last `OOM_EVIDENCE_S`, `DeviceWatch.full_since`) shows the device full (`devicewatch.is_full`) and the
+    candidate holding less than its share of it (the device's memory over the `slots` sharing it): then the other
+    slots' work filled it, and the grade is the grader's failure (infra_error, graded again; H200 run 56: three
+    honest kernels at 4 GiB each ran out on a full device with 16 slots). The error's text is the candidate's, never
+    the evidence: a candidate can raise an out-of-memory error of its own on an empty device. A candidate NVML does
+    not list (its pid unseen) in a reading is judged as before on it: its own fault. The earlier readings are there
+    because the one just after can find the device no longer full (H100 run 100: two honest kernels floored at 8
+    slots, while seven of the same runs' were judged the device's): another process gave memory back between the
+    candidate's error and the reading."""
+    for reading in ([memory] if memory is not None else []) + list(earlier):
+        if reading["pid_used"] is None or not is_full(reading["total"], reading["free"]):
+            continue
+        share, held = reading["total"] / max(slots, 1), reading["pid_used"]
         if held < share:
+            when = f", {reading['ago_s']:.2f} s before its error came back" if "ago_s" in reading else ""
             return Floor(Status.INFRA_ERROR, Reason.OOM,
                          f"the device ran out of memory with this attempt holding {held / 2**30:.2f} GiB, less than "
-                         f"its share of {share / 2**30:.1f} GiB ({slots} slots); {memory['free'] / 2**20:.0f} MiB "
-                         f"of {memory['total'] / 2**30:.1f} GiB were free: other work filled it. Grade it again, "
-                         f"or with fewer slots. | {text}")
+                         f"its share of {share / 2**30:.1f} GiB ({slots} slots); {reading['free'] / 2**20:.0f} MiB "
+                         f"of {reading['total'] / 2**30:.1f} GiB were free{when}: other work filled it. Grade it "
+                         f"again, or with fewer slots. | {text}")
     return Floor(Status.RUNTIME_ERROR, Reason.OOM, text)
 
 
 def _oom(g: _Grade, text: str) -> Floor:
-    """`oom_floor` on the device's memory and the candidate's part of it, as NVML tells the parent now."""
-    return oom_floor(g.watch.memory(g.conn.pid) if g.watch is not None else None, g.slot.slots, text)
+    """`oom_floor` on the device's memory and the candidate's part of it, as NVML tells the parent now and as the
+    watch saw it full in the last `OOM_EVIDENCE_S`."""
+    if g.watch is None:
+        return oom_floor(None, g.slot.slots, text)
+    return oom_floor(g.watch.memory(g.conn.pid), g.slot.slots, text, g.watch.full_since(OOM_EVIDENCE_S, g.conn.pid))
 
 
 def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:

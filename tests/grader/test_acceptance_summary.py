@@ -302,3 +302,22 @@ def test_the_fresh_baseline_starts_one_interpreter_untimed_before_its_first_grad
     assert base["candidates_started"] == 2  # the warm-up's interpreter, and the grade's own
     lines = throughput_lines({"round1_s": 10.0, "round1_n": 10, "service_t0": 0.0, "baseline": base}, 20.0, 10, 1)
     assert any("after one interpreter started and ended untimed" in line for line in lines), lines
+
+
+def test_the_out_of_memory_grades_are_counted_by_status_and_by_the_reading_that_judged_them():
+    """`oom_line` on recorded grades: H200 run 56's three honest kernels out of memory (judged their own before
+    `oom_floor`), H100 run 67's 62 judged the device's; one judged on a full reading before the error came back
+    (`memory_watch`) is counted apart. A run with none prints no line."""
+    from bench.gpu_acceptance import oom_line
+
+    def rows(run: str) -> list[GradeResult]:
+        return [GradeResult.from_json(line) for line in (RUNS / run / "acc" / "grades.jsonl").read_text().splitlines()]
+
+    assert oom_line(rows("2026-12-04-h200-run56")).startswith("  out of memory (session.oom_floor)\truntime_error 3;")
+    run67 = rows("2026-12-05-h100-run67")
+    assert oom_line(run67) == ("  out of memory (session.oom_floor)\tinfra_error 62; the device's judged on a reading "
+                               "before the error came back: 0")
+    [first] = [r for r in run67 if r.reason_code.value == "out_of_memory"][:1]
+    first.reason = first.reason.replace(" were free:", " were free, 0.31 s before its error came back:", 1)
+    assert oom_line(run67).endswith(": 1")
+    assert oom_line(rows("2026-12-06-h100-run98")) == ""

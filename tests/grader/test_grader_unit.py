@@ -5,6 +5,7 @@ import json
 import math
 import os
 import socket
+import time
 
 import pytest
 import torch
@@ -1372,21 +1373,90 @@ def test_an_out_of_memory_error_on_a_device_other_slots_filled_is_the_graders_fa
     assert oom_floor(None, 16, "x").reason == "x"
 
 
-@pytest.mark.gpu
-def test_gpu_nvml_reads_the_device_memory_a_process_holds():
-    """`DeviceWatch.memory` on the real NVML (`oom_floor`'s evidence): this process, holding 256 MiB more on the
-    device, is listed under its own pid with at least that much, and the device's total and free memory are read.
-    A pid NVML does not list is None, never 0."""
-    torch = pytest.importorskip("torch")
+def _wait_for(cond, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, "the watch's sampling thread kept no reading in time"
+        time.sleep(0.005)
+
+
+def test_an_out_of_memory_error_is_judged_on_the_watchs_full_readings_before_it_came_back():
+    """H100 run 100 (8 slots on 79.6 GiB): two honest kernels ran out of memory holding 1-2 GiB on a full device and
+    were floored runtime_error, while seven others of the same runs were judged the device's; one NVML reading just
+    after the reply can come after another process gave memory back. The watch's own sampling (`DeviceWatch.sample`)
+    keeps the device's full readings, and `session._oom` weighs those of the last `OOM_EVIDENCE_S` too: the device
+    full with the candidate under its share, infra_error, even where the reading after finds room. Over its share in
+    the full reading (it filled the device itself, then gave memory back), unseen in it, or a full reading older than
+    the window: the attempt's own runtime_error."""
+    from types import SimpleNamespace as S
+
+    from grader.contract import Reason, Status
+    from grader.devicewatch import DeviceWatch
+    from grader.session import OOM_EVIDENCE_S, _oom
+
+    gib = 2**30
+    total, cand, ref = int(79.6 * gib), 10, 11
+    full = (total, 20 << 20, {cand: int(1.3 * gib), ref: 40 * gib})
+    after = (total, 6 * gib, {cand: int(1.3 * gib)})  # the reference's worker ended between error and reading
+    nvml = _ReplayNVML(clocks=[], reasons=[], samples=[])
+    lists = []
+    real_list = nvml.nvmlDeviceGetComputeRunningProcesses
+    nvml.nvmlDeviceGetComputeRunningProcesses = lambda h: lists.append(1) or real_list(h)
+
+    def grade(watch, pid=cand):
+        return S(watch=watch, conn=S(pid=pid), slot=S(slots=8))
+
+    # no sampling: the one reading after finds room, and the grade is the attempt's fault (as 0.19.2 judged it)
+    nvml.memory = after
+    watch = DeviceWatch(nvml)
+    assert _oom(grade(watch), "OutOfMemoryError").status is Status.RUNTIME_ERROR
+    # sampling: a process list is read only for a full reading
+    watch.sample(0.005)
+    _wait_for(lambda: watch.sampled >= 3)
+    assert not lists[1:], "the process list was read while the device had room"
+    nvml.memory = full
+    _wait_for(lambda: watch.full_readings() >= 1)
+    nvml.memory = after
+    floor = _oom(grade(watch), "OutOfMemoryError: CUDA out of memory.")
+    assert floor.status is Status.INFRA_ERROR and floor.code is Reason.OOM, floor.reason
+    assert "s before its error came back" in floor.reason and "1.30 GiB" in floor.reason, floor.reason
+    assert floor.reason.endswith("OutOfMemoryError: CUDA out of memory."), floor.reason
+    # the reference's pid held 40 GiB, over its share of 9.95: had it been the one erring, its own fault
+    assert _oom(grade(watch, ref), "x").status is Status.RUNTIME_ERROR
+    # a pid the full reading did not list: its own fault
+    assert _oom(grade(watch, 12), "x").status is Status.RUNTIME_ERROR
+    # the readings age out of the window
+    assert watch.full_since(OOM_EVIDENCE_S, cand) and not watch.full_since(0.0, cand)
+    watch.close()
+    assert not watch._sampler.is_alive()
+    # a candidate that filled the device itself and gave its memory back: over its share when it was full
+    nvml.memory = (total, 20 << 20, {cand: 60 * gib})
+    selfish = DeviceWatch(nvml)
+    selfish.sample(0.005)
+    _wait_for(lambda: selfish.full_readings() >= 1)
+    nvml.memory = (total, 70 * gib, {cand: 1 * gib})
+    assert _oom(grade(selfish), "x").status is Status.RUNTIME_ERROR
+    selfish.close()
+
+
+def _real_watch():
+    """The device watch on this machine's NVML (skips without a CUDA device or NVML)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device")
-    import os
-
     from grader.devicewatch import DeviceWatch
 
     watch = DeviceWatch.local(True)
     if watch is None:
         pytest.skip("no NVML here")
+    return watch
+
+
+@pytest.mark.gpu
+def test_gpu_nvml_reads_the_device_memory_a_process_holds():
+    """`DeviceWatch.memory` on the real NVML (`oom_floor`'s evidence): this process, holding 256 MiB more on the
+    device, is listed under its own pid with at least that much, and the device's total and free memory are read.
+    A pid NVML does not list is None, never 0."""
+    watch = _real_watch()
     try:
         held = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
         torch.cuda.synchronize()
@@ -1396,6 +1466,20 @@ def test_gpu_nvml_reads_the_device_memory_a_process_holds():
         assert watch.memory(2**22 + 7)["pid_used"] is None  # above any pid this kernel hands out
     finally:
         watch.close()
+
+
+@pytest.mark.gpu
+def test_gpu_the_watch_samples_the_device_memory_on_its_own_thread_until_closed():
+    """`DeviceWatch.sample` on the real NVML (`memory_watch`): readings come every interval while the watch is open,
+    and the thread ends with `close`."""
+    watch = _real_watch()
+    try:
+        watch.sample(0.01)
+        _wait_for(lambda: watch.sampled >= 5)
+        assert watch._sampler.is_alive()
+    finally:
+        watch.close()
+    assert not watch._sampler.is_alive()
 
 
 def test_declared_cuda_kernels_and_whether_one_ran():
