@@ -1,0 +1,33 @@
+"""bench/expert_bias.py on the committed GPU runs: the experts' self-grades read together, one-sided ones first."""
+import pathlib
+
+import pytest
+
+from bench.expert_bias import main, read_runs, sign_test_p, table
+
+RUNS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "measurements"
+
+
+def test_the_sign_test_is_two_sided_and_exact():
+    assert sign_test_p(5, 10) == 1.0
+    assert sign_test_p(0, 10) == pytest.approx(2 / 1024)
+    assert sign_test_p(10, 10) == sign_test_p(0, 10)
+    assert sign_test_p(1, 10) == pytest.approx(2 * 11 / 1024)
+    assert sign_test_p(0, 0) == 1.0
+
+
+def test_col_mean_grades_above_itself_run_after_run_on_both_cards():
+    """The committed runs up to H100 run 101: col_mean_fp32's expert graded above 0 against itself in 69 of 71 of
+    its unfloored self-grades (H100 and H200 alike, pair orders ABAB and ABBA): the most one-sided of the experts."""
+    rows = read_runs(RUNS)
+    first = table(rows, 5)[0]
+    assert first[0] == "col_mean_fp32" and float(first[3]) > 0.01 and float(first[5]) < 1e-6, first
+    for card in ("h100", "h200"):
+        part = [r for r in rows if r["card"] == card and r["expert"] == "col_mean_fp32"]
+        assert sum(r["reward"] > 0 for r in part) > 0.85 * len(part), card
+    assert table(rows, 10_000) == []  # --min-runs leaves out experts seen in fewer runs
+
+
+def test_no_runs_is_a_clear_error(tmp_path, capsys):
+    assert main(["--runs", str(tmp_path)]) == 2
+    assert "expected */acc/grades.jsonl" in capsys.readouterr().err
