@@ -1505,3 +1505,21 @@ void split_decl_kernel(float* y) { }
     assert not ran_own_kernel(["row_sum", "scale_kernel"], library)
     assert not ran_own_kernel(["sum"], ["row_sum(float const*, float*, int)"])  # whole identifiers only
     assert ran_own_kernel([], library)  # nothing declared (a CUTLASS template, a library call): not judged here
+
+
+def test_a_workers_start_failure_is_named_by_its_exception_line_not_the_advice_after_it():
+    """H100 run 101: every expert worker that failed to start on a full device was reported as "Compile with
+    `TORCH_USE_CUDA_DSA` to enable device-side assertions.", the last line of a CUDA error's text. The line that
+    names the error comes first now (`launcher.error_line`); text with no exception's name gives its last line."""
+    from grader.launcher import error_line
+
+    cuda = ("Traceback (most recent call last):\n  File \"zygote.py\", line 10, in boot\n    torch.cuda.init()\n"
+            "torch.AcceleratorError: CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported "
+            "at some other API call.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+            "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n")
+    assert error_line(cuda) == "torch.AcceleratorError: CUDA error: out of memory"
+    # the worker's own format (`worker.format_error`): the error first, then its frames, indented
+    assert error_line("OutOfMemoryError: CUDA out of memory.\n  File 'ref.py', line 3, in run") == \
+        "OutOfMemoryError: CUDA out of memory."
+    assert error_line("no exception here\nstill none") == "still none"
+    assert error_line("") == "no detail"
