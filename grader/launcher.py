@@ -423,18 +423,18 @@ def _kept_key(name: str) -> str:
     return name.split(":", 1)[1]
 
 
-
 _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b:?")
 
 
 def error_line(text: str) -> str:
     """The line of a worker's error text that names it: the last unindented line that starts with an exception's
     name (`torch.AcceleratorError: CUDA error: out of memory`), not the advice a CUDA error ends with ("Compile with
-    `TORCH_USE_CUDA_DSA` to enable device-side assertions.", all H100 run 101's failed expert starts said); the last
+    `TORCH_USE_CUDA_DSA` to enable device-side assertions.", as H100 runs 100 and 101 reported failed expert starts); the last
     line where none does."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
     named = [ln for ln in lines if not ln[:1].isspace() and _EXCEPTION_LINE.match(ln)]
     return (named or lines or ["no detail"])[-1]
+
 
 class Slot:
     """One worker slot: a zygote (or the fresh-process launcher) and its own unprivileged uid."""
@@ -850,8 +850,9 @@ class Slot:
             if not reply.get("ok") or (role == "reference" and conn.drain_audit()):
                 self._kill(conn, None)
                 why = reply.get("error", "") or "; ".join(conn.audit_lines[:3]) or "it reached outside its sandbox"
-                raise RuntimeError(f"the {role} of {key} failed to load: {error_line(why)[:300]}"
-                                   + (f" | {why[-400:]}" if why.rstrip() != error_line(why) else ""))
+                named = error_line(why)
+                raise RuntimeError(f"the {role} of {key} failed to load: {named[:300]}"
+                                   + (f" | {why[-400:]}" if why.rstrip() != named else ""))
         self.note(f"worker start, {role}: its arena and the task's code loaded", time.perf_counter() - t_loads)
         with self._kept_lock:
             self._kept[name] = conn
