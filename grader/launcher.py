@@ -429,8 +429,8 @@ _EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Excep
 def error_line(text: str) -> str:
     """The line of a worker's error text that names it: the last unindented line that starts with an exception's
     name (`torch.AcceleratorError: CUDA error: out of memory`), not the advice a CUDA error ends with ("Compile with
-    `TORCH_USE_CUDA_DSA` to enable device-side assertions.", as H100 runs 100 and 101 reported failed expert starts); the last
-    line where none does."""
+    `TORCH_USE_CUDA_DSA` to enable device-side assertions.", all H100 runs 100 and 101 said of the expert workers
+    that failed); the last line where none does."""
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
     named = [ln for ln in lines if not ln[:1].isspace() and _EXCEPTION_LINE.match(ln)]
     return (named or lines or ["no detail"])[-1]
