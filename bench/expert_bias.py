@@ -7,7 +7,9 @@ be 0. One run's spread says how noisy a grade is; the same sign run after run, o
 says the protocol favours one side for that kernel. This reads every `acc/grades.jsonl` under `--runs` (the
 committed GPU runs), keeps the experts' unfloored grades, and prints one line an expert: the runs and grades, the
 median reward, how many grades were above 0, and a two-sided sign test's p-value (no assumption on the spread);
-then each kind of card apart. Needs no GPU.
+then each kind of card apart, and each expert's grades split by whether its worker was started for the grade or kept
+from an earlier one (a worker's age, its allocator's history, is one difference between a pair's two sides).
+Needs no GPU.
 """
 from __future__ import annotations
 
@@ -24,6 +26,10 @@ sys.path.insert(0, str(ROOT))
 
 COLUMNS = ("expert", "runs", "grades", "median reward", "above 0", "sign test p")
 
+STARTED_S = 0.5
+"""A grade whose expert phase took longer than this started the expert's worker (a CUDA start takes 1-2 s); a kept
+worker's phase is tens of ms."""
+
 
 def sign_test_p(above: int, n: int) -> float:
     """Two-sided p-value of `above` of `n` nonzero signs under a fair coin."""
@@ -35,7 +41,7 @@ def sign_test_p(above: int, n: int) -> float:
 
 
 def read_runs(root: Path) -> list[dict]:
-    """The experts' unfloored self-grades of every run under `root`: {run, card, expert, reward}."""
+    """The experts' unfloored self-grades of every run under `root`: {run, card, expert, reward, started}."""
     rows = []
     for grades in sorted(root.glob("*/acc/grades.jsonl")):
         run = grades.parent.parent.name
@@ -46,7 +52,8 @@ def read_runs(root: Path) -> list[dict]:
             r = json.loads(line)
             if r.get("attempt_id", "").startswith("expert:") and r.get("status") == "correct":
                 rows.append({"run": run, "card": card, "expert": r["attempt_id"][len("expert:"):],
-                             "reward": float(r["reward"])})
+                             "reward": float(r["reward"]),
+                             "started": float((r.get("phase_seconds") or {}).get("expert", 0.0)) > STARTED_S})
     return rows
 
 
@@ -80,7 +87,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     cards = sorted({r["card"] for r in rows})
-    for name, part in [("every card", rows)] + [(c, [r for r in rows if r["card"] == c]) for c in cards]:
+    parts = [("every card", rows)] + [(c, [r for r in rows if r["card"] == c]) for c in cards] + [
+        (f"the expert's worker {how} for the grade", [r for r in rows if r["started"] is started])
+        for how, started in (("started", True), ("kept", False))]
+    for name, part in parts:
         print(f"== {name}: {len({r['run'] for r in part})} runs, {len(part)} experts' grades")
         print("\t".join(COLUMNS))
         for line in table(part, args.min_runs):
