@@ -614,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
         lock = svc.gpu_lock.stats()
         summary = summarise(results, meta, time.perf_counter() - clock["service_t0"], args.workers)
         summary += "\n" + "\n".join(throughput_lines(clock, time.perf_counter() - clock["service_t0"], len(results),
-                                                     args.workers))
+                                                     args.workers, results))
         summary += "".join(f"\n{line}" for line in lock_lines(lock))
         purposes = lock.get("purposes", {})
         summary += "".join(f"\n{line}" for line in round_start_lines(clock["rounds"], purposes))
@@ -879,9 +879,11 @@ def round_start_lines(rounds: list[dict], purposes: dict) -> list[str]:
     return out
 
 
-def throughput_lines(clock: dict, service_s: float, n: int, workers: int) -> list[str]:
+def throughput_lines(clock: dict, service_s: float, n: int, workers: int,
+                     results: list[GradeResult] | None = None) -> list[str]:
     """Attempts per GPU-hour: the service over round 1 (the demo and CUDA-L1 mix, each attempt once), over the
-    whole run, and the fresh-interpreter baseline on its sample of round 1, with the ratio."""
+    whole run, and the fresh-interpreter baseline on its sample of round 1, with the ratio; and with `results` (the
+    service's grades), the ratio on the sampled attempts themselves (`same_attempts_line`)."""
     out = ["== throughput (attempts per GPU-hour; the device's wall clock, the service's start-up left out)"]
     graded_s = service_s - (clock.get("graded_t0", clock["service_t0"]) - clock["service_t0"])
     rate = None
@@ -908,7 +910,30 @@ def throughput_lines(clock: dict, service_s: float, n: int, workers: int) -> lis
                       else "") + ")")
         if rate:
             out.append(f"  ratio, service round 1 / fresh baseline\t{rate / b_rate:.1f}x")
+        same = same_attempts_line(base, results or [], workers)
+        if same:
+            out.append(same)
     return out
+
+
+def same_attempts_line(base: dict, results: list[GradeResult], workers: int) -> str:
+    """The baseline's ratio on the same attempts, as #16 asks: the fresh interpreters' wall for the attempts the
+    baseline graded, against the device's wall the service's first grades of those attempts took, their slot time
+    over the slots (round 1 keeps its slots busy: H100 run 98's 60 grades summed 744 slot-seconds in 131 s of 6
+    slots). The round-1 ratio compares the sample with the whole round, whose attempts are lighter or heavier; '' when
+    a sampled attempt has no service grade."""
+    first: dict[str, GradeResult] = {}
+    for r in results:
+        first.setdefault(r.attempt_id, r)
+    ids = base.get("ids") or []
+    if not ids or any(i not in first for i in ids) or workers < 1:
+        return ""
+    slot_s = sum(first[i].phase_seconds.get("total", 0.0) for i in ids)
+    if slot_s <= 0:
+        return ""
+    wall = slot_s / workers
+    return (f"  ratio on the same {len(ids)} attempts\tfresh {base['wall_s']:.1f} s against the service's "
+            f"{slot_s:.1f} slot-seconds over {workers} slots ({wall:.2f} s): {base['wall_s'] / wall:.1f}x")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -321,3 +321,26 @@ def test_the_out_of_memory_grades_are_counted_by_status_and_by_the_reading_that_
     first.reason = first.reason.replace(" were free:", " were free, 0.31 s before its error came back:", 1)
     assert oom_line(run67).endswith(": 1")
     assert oom_line(rows("2026-12-06-h100-run98")) == ""
+
+
+def test_the_fresh_baseline_is_also_compared_on_the_same_attempts():
+    """#16 asks for the ratio on the same attempts: H100 run 98's fresh baseline graded 3 attempts in 85 s (the sum of
+    their grades' totals, 85.06 s, stands in for the wall its summary rounded); the
+    service's first grades of those three took 27.8 slot-seconds of its 6 slots (4.63 s of the device's wall): 18.4x,
+    where the round-1 ratio, over the whole round's 60 attempts, read 13.0x. A sampled attempt the service did not
+    grade leaves the line out."""
+    import json
+
+    from bench.gpu_acceptance import same_attempts_line, throughput_lines
+
+    run = RUNS / "2026-12-06-h100-run98" / "acc"
+    results = [GradeResult.from_json(line) for line in (run / "grades.jsonl").read_text().splitlines()]
+    fresh = [json.loads(line) for line in (run / "grades_fresh.jsonl").read_text().splitlines()]
+    base = {"n": 3, "of": 6, "wall_s": 85.06, "statuses": {}, "ids": [r["attempt_id"] for r in fresh]}
+    line = same_attempts_line(base, results, 6)
+    assert line.startswith("  ratio on the same 3 attempts\tfresh 85.1 s against the service's 27.8 slot-seconds "
+                           "over 6 slots (4.63 s): 18.4x"), line
+    lines = throughput_lines({"round1_s": 131.0, "round1_n": 60, "service_t0": 0.0, "baseline": base}, 352.0, 279, 6,
+                             results)
+    assert lines[-1] == line
+    assert same_attempts_line(dict(base, ids=base["ids"] + ["not graded"]), results, 6) == ""
