@@ -935,5 +935,6 @@ def same_attempts_line(base: dict, results: list[GradeResult], workers: int) -> 
     return (f"  ratio on the same {len(ids)} attempts\tfresh {base['wall_s']:.1f} s against the service's "
             f"{slot_s:.1f} slot-seconds over {workers} slots ({wall:.2f} s): {base['wall_s'] / wall:.1f}x")
 
+
 if __name__ == "__main__":
     sys.exit(main())

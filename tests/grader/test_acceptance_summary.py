@@ -325,10 +325,9 @@ def test_the_out_of_memory_grades_are_counted_by_status_and_by_the_reading_that_
 
 def test_the_fresh_baseline_is_also_compared_on_the_same_attempts():
     """#16 asks for the ratio on the same attempts: H100 run 98's fresh baseline graded 3 attempts in 85 s (the sum of
-    their grades' totals, 85.06 s, stands in for the wall its summary rounded); the
-    service's first grades of those three took 27.8 slot-seconds of its 6 slots (4.63 s of the device's wall): 18.4x,
-    where the round-1 ratio, over the whole round's 60 attempts, read 13.0x. A sampled attempt the service did not
-    grade leaves the line out."""
+    their grades' totals, 85.06 s, stands in for the wall its summary rounded); the service's first grades of those
+    three took 27.8 slot-seconds of its 6 slots (4.63 s of the device's wall): 18.4x, where the round-1 ratio, over
+    the whole round's 60 attempts, read 13.0x. A sampled attempt the service did not grade leaves the line out."""
     import json
 
     from bench.gpu_acceptance import same_attempts_line, throughput_lines
