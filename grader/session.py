@@ -1981,7 +1981,7 @@ def oom_floor(memory: dict | None, slots: int, text: str, earlier: Iterable[dict
     the evidence: a candidate can raise an out-of-memory error of its own on an empty device. A candidate NVML does
     not list (its pid unseen) in a reading is judged as before on it: its own fault. The earlier readings are there
     because the one just after can find the device no longer full (H100 run 100: two honest kernels floored at 8
-    slots, while seven of the same runs' were judged the device's): another process gave memory back between the
+    slots, while nine of the same run's were judged the device's): another process gave memory back between the
     candidate's error and the reading."""
     for reading in ([memory] if memory is not None else []) + list(earlier):
         if reading["pid_used"] is None or not is_full(reading["total"], reading["free"]):
