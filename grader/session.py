@@ -2002,7 +2002,8 @@ def _oom(g: _Grade, text: str) -> Floor:
     watch saw it full in the last `OOM_EVIDENCE_S`."""
     if g.watch is None:
         return oom_floor(None, g.slot.slots, text)
-    return oom_floor(g.watch.memory(g.conn.pid), g.slot.slots, text, g.watch.full_since(OOM_EVIDENCE_S, g.conn.pid))
+    earlier = g.watch.full_since(OOM_EVIDENCE_S, g.conn.pid)  # before the reading after, which it would also keep
+    return oom_floor(g.watch.memory(g.conn.pid), g.slot.slots, text, earlier)
 
 
 def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
