@@ -10,7 +10,9 @@ the GPU-only planted cheats (each must land at the floor in every repeat), the c
 against itself (its reward should be 0). `--cuda-l1 N` grades the first N attempts of the prepared CUDA-L1 sample
 (`bench/cuda_l1_sample.py`, carried in .gpu_carry): real model-written `ModelNew` modules, mostly CUDA
 through load_inline, with a table by level and status beside the speedups their authors claim.
-Each grade is appended to DIR/grades.jsonl the moment it arrives, and DIR/summary.txt holds the
+Each grade that counts is appended to DIR/grades.jsonl the moment it arrives. A grade the grader failed
+(`infra_error`) is graded again, as the pipeline's client does (`grade_round`); the tries thrown away go to
+DIR/grades_retried.jsonl at the end, counted where the time went, not in the verdicts. DIR/summary.txt holds the
 verdict table: cheats floored, honest floored, the experts' self-reward, repeat precision by
 kernel-duration bucket with label flips, and attempts per GPU-hour.
 """
@@ -37,6 +39,7 @@ from bench.hostwatch import HostWatch, memory_by_kind  # noqa: E402
 from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult, Reason, Status  # noqa: E402
 from grader.labels import point_label  # noqa: E402
 from grader.timing import median, median_ci  # noqa: E402
+from pipelines.grading.client import GraderSpec, grade_with_retries  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
 ROUNDS = ((("demo", 1), ("cuda_l1", 1)),
@@ -97,6 +100,16 @@ def answer_line(results: list[GradeResult]) -> str:
     return f"{kept} of {kept + computed}" + (f" ({kept / (kept + computed):.0%})" if kept + computed else "")
 
 
+def retried_line(results: list[GradeResult], retried: list[GradeResult]) -> str:
+    """The tries the grader failed (`infra_error`) and the client graded again (`grade_with_retries`, as the
+    pipeline's), by reason, and the grades that count that are infra_error still: they judged nothing."""
+    again = [r for r in results if r.status is Status.INFRA_ERROR]
+    why = collections.Counter(r.reason_code.value for r in retried)
+    return (f"grades the grader failed, graded again (infra_error)\t{len(retried)}"
+            + (" (" + ", ".join(f"{k} {n}" for k, n in why.most_common()) + ")" if why else "")
+            + f"; no verdict (every try failed): {len(again)}")
+
+
 def oom_line(results: list[GradeResult]) -> str:
     """The grades a candidate's out-of-memory error ended (`session.oom_floor`), by status, and how many of the
     device's were judged on a full reading taken before the error came back (`memory_watch`); '' when none."""
@@ -140,7 +153,29 @@ def _clip_stopped(r: GradeResult) -> list:
     return [s for s in r.sizes if (s.loop or {}).get("clip_stop")]
 
 
-def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, workers: int) -> str:
+def grade_round(svc, requests: list[GradeRequest], failed: list[GradeResult]):
+    """One round's outcomes as the pipeline's client gets them (`grade_with_retries` with its default retries): an
+    attempt whose grade the grader failed (`infra_error`) is graded again, and its last try counts. Every infra_error
+    try is appended to `failed` as it comes; those that are not an outcome's result were thrown away."""
+    def tapped(batch: list[GradeRequest]):
+        for r in svc.grade(batch):
+            if r.status is Status.INFRA_ERROR:
+                failed.append(r)
+            yield r
+
+    return grade_with_retries(GraderSpec.retries, tapped, requests)
+
+
+def floored(r: GradeResult) -> bool:
+    """Judged and given the floor: an `infra_error` (the grader's failure, its reward the floor's but null in a
+    release) judges nothing, so it neither floors a cheat nor counts against an honest kernel."""
+    return r.reward == REWARD_FLOOR and r.status is not Status.INFRA_ERROR
+
+
+def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, workers: int,
+              retried: list[GradeResult] = ()) -> str:
+    """The verdict table of the grades that count (`results`: one an attempt a round, its last try's); `retried`:
+    the tries the grader failed and the client graded again, counted where the work went, not in the verdicts."""
     runs: dict[str, list[GradeResult]] = collections.defaultdict(list)
     for r in results:
         runs[r.attempt_id].append(r)
@@ -152,19 +187,19 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     lines.append("== cheats (each must be floored in every repeat)")
     for aid, rs in sorted(cheats.items()):
         lines.append(f"  {aid}\t" + " ".join(f"{r.status.value}/{r.reason_code.value}" for r in rs)
-                     + ("" if all(r.reward == REWARD_FLOOR for r in rs) else "\tNOT FLOORED: " + rs[0].reason[:120]))
+                     + ("" if all(floored(r) for r in rs) else "\tNOT FLOORED: " + rs[0].reason[:120]))
     escapes = by_group.get("escape", {})
     lines.append("== call-boundary escapes (each must be floored)")
     for aid, rs in sorted(escapes.items()):
         lines.append(f"  {aid}\t" + " ".join(f"{r.status.value}/{r.reason_code.value}" for r in rs)
-                     + ("" if all(r.reward == REWARD_FLOOR for r in rs) else "\tNOT FLOORED: " + rs[0].reason[:120]))
+                     + ("" if all(floored(r) for r in rs) else "\tNOT FLOORED: " + rs[0].reason[:120]))
     honest = by_group.get("honest", {})
     lines.append("== honest kernels (none may be floored, none is stopped at the clip but those slow past it by "
                  "design)")
     for aid, rs in sorted(honest.items()):
-        if any(r.reward == REWARD_FLOOR for r in rs):
-            bad = next(r for r in rs if r.reward == REWARD_FLOOR)
-            lines.append(f"  FLOORED {aid}\t{bad.status.value}/{bad.reason_code.value}: {bad.reason[:160]}")
+        for bad in [r for r in rs if floored(r)][:1] + [r for r in rs if r.status is Status.INFRA_ERROR][:1]:
+            mark = "FLOORED" if floored(bad) else "NO VERDICT (the grader failed every try)"
+            lines.append(f"  {mark} {aid}\t{bad.status.value}/{bad.reason_code.value}: {bad.reason[:160]}")
         for r in rs:
             mark = "stopped at the clip, slow past it by design" if meta[aid].get("past_clip") else \
                 "STOPPED AT THE CLIP"
@@ -209,9 +244,9 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
                 bucket = next(name for lo, hi, name in BUCKETS_MS if lo <= dur < hi)
                 deltas[bucket].append(abs(math.log2(s1.speedup) - math.log2(s2.speedup)))
     all_results = [r for rs in runs.values() for r in rs]
-    n_cheat_floored = sum(all(r.reward == REWARD_FLOOR for r in rs) for rs in cheats.values())
+    n_cheat_floored = sum(all(floored(r) for r in rs) for rs in cheats.values())
     n_cheat_full = sum(len(rs) >= 3 for rs in cheats.values())
-    n_honest_floored = sum(any(r.reward == REWARD_FLOOR for r in rs) for rs in honest.values())
+    n_honest_floored = sum(any(floored(r) for r in rs) for rs in honest.values())
     n_honest_clipped = sum(any(_clip_stopped(r) for r in rs) for aid, rs in honest.items()
                            if not meta[aid].get("past_clip"))
     n_past_clip = sum(bool(meta[aid].get("past_clip")) for aid in honest)
@@ -227,7 +262,7 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     lines.append(f"  GPU-only cheats floored in every repeat\t{n_cheat_floored}/{len(cheats)} "
                  f"({n_cheat_full} with 3 repeats)")
     if escapes:
-        n_escape_floored = sum(all(r.reward == REWARD_FLOOR for r in rs) for rs in escapes.values())
+        n_escape_floored = sum(all(floored(r) for r in rs) for rs in escapes.values())
         lines.append(f"  call-boundary escapes floored\t{n_escape_floored}/{len(escapes)}")
     lines.append(f"  honest kernels floored\t{n_honest_floored}/{len(honest)}")
     lines.append(f"  honest kernels stopped at the clip\t{n_honest_clipped}/{len(honest) - n_past_clip}"
@@ -239,9 +274,12 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
         lines.append(f"  repeat |delta log2| (kernels >= 20 us)\tmedian {statistics.median(big):.4f}, "
                      f"p95 {pct(big, 0.95):.4f} over {len(big)} size pairs")
     lines.append(f"  label flips between repeats (point labels, tie band 0.05)\t{flips}/{pairs_graded}")
+    lines.append("  " + retried_line(all_results, retried))
     gpu_hours = wall_s / 3600.0
-    lines.append(f"  attempts graded\t{len(all_results)} in {wall_s:.0f} s with {workers} workers: "
-                 f"{len(all_results) / gpu_hours:.0f} per GPU-hour")
+    judged = [r for r in all_results if r.status is not Status.INFRA_ERROR]
+    lines.append(f"  attempts graded\t{len(judged)} with a verdict in {wall_s:.0f} s with {workers} workers: "
+                 f"{len(judged) / gpu_hours:.0f} per GPU-hour")
+    all_results = all_results + list(retried)  # where the slots' and the device's time went: every try
     phases = collections.defaultdict(list)
     for r in all_results:
         for k, v in r.phase_seconds.items():
@@ -602,7 +640,8 @@ def main(argv: list[str] | None = None) -> int:
     clock = {"service_t0": t_run, "round1_s": None, "round1_n": 0, "round1_tasks": set(), "baseline": None,
              "rounds": []}
     host: list[HostWatch] = []  # the service's host sampler, once the service is up
-    live = open(args.out / "grades.jsonl", "w")
+    live = open(args.out / "grades.jsonl", "w")  # the grades that count: one an attempt a round
+    failed: list[GradeResult] = []  # every try the grader failed (infra_error); those not in `results` were retried
     log = open(args.out / "progress.log", "w")
 
     def say(text: str) -> None:
@@ -612,8 +651,13 @@ def main(argv: list[str] | None = None) -> int:
 
     def finish(env: dict, svc) -> None:
         lock = svc.gpu_lock.stats()
-        summary = summarise(results, meta, time.perf_counter() - clock["service_t0"], args.workers)
-        summary += "\n" + "\n".join(throughput_lines(clock, time.perf_counter() - clock["service_t0"], len(results),
+        kept = {id(r) for r in results}
+        retried = [r for r in failed if id(r) not in kept]  # graded again, as the pipeline's client does
+        with open(args.out / "grades_retried.jsonl", "w") as f:
+            f.writelines(r.to_json() + "\n" for r in retried)
+        summary = summarise(results, meta, time.perf_counter() - clock["service_t0"], args.workers, retried)
+        judged = sum(r.status is not Status.INFRA_ERROR for r in results)
+        summary += "\n" + "\n".join(throughput_lines(clock, time.perf_counter() - clock["service_t0"], judged,
                                                      args.workers, results))
         summary += "".join(f"\n{line}" for line in lock_lines(lock))
         purposes = lock.get("purposes", {})
@@ -627,7 +671,7 @@ def main(argv: list[str] | None = None) -> int:
                           "share, on its clock; the spawn to its hello and gate on this side's; a kept worker's arena "
                           "and loads; an end's kill and reap)",
                           {k: v for k, v in sorted(purposes.items()) if k.startswith(apart[1:])}),
-            part_lines(results, purposes))
+            part_lines(results + retried, purposes))
         summary += "".join(f"\n{line}" for table in tables for line in table)
         summary += "\n" + "\n".join(memory_lines(svc))
         summary += "\n" + "\n".join(host_lines(host, clock))
@@ -681,6 +725,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{svc.effort.size_budget_s} s; switched on: "
             f"{', '.join([p for p in OPT_IN if getattr(svc.effort, p)] + sorted(served)) or 'nothing'}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
+
         watch = svc.watch
         host.append(HostWatch(svc.roles, device_used=watch.used if watch is not None else None,
                               device_roles=(lambda: watch.memory_by_role(svc.roles())) if watch is not None else None
@@ -693,8 +738,11 @@ def main(argv: list[str] | None = None) -> int:
                 break
             clock["rounds"].append({"round": n, "grades": 0, "tasks": set(),
                                     "purposes": svc.gpu_lock.stats().get("purposes", {})})
-            for r in svc.grade(round_requests(items, groups)):
+            for o in grade_round(svc, round_requests(items, groups), failed):
+                r = o.result
                 results.append(r)
+                if o.tries > 1:
+                    say(f"r{n} {r.attempt_id}: the grader failed its first try ({o.retry_s:.1f} s), graded again")
                 clock["rounds"][-1]["grades"] += 1
                 clock["rounds"][-1]["tasks"].add(r.task_id)
                 clock["last_grade"] = time.perf_counter()
@@ -702,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
                 live.flush()
                 say(f"r{n} {time.perf_counter() - t0:6.1f}s {r.attempt_id}\t{r.status.value}\t{r.reason_code.value}"
                     f"\t{r.reward:+.3f}\t{r.phase_seconds.get('total', 0):.1f}s\t{r.reason[:90]}")
-                if n == 1:
+                if n == 1 and r.status is not Status.INFRA_ERROR:  # a verdict: what the rate counts
                     clock["round1_n"] += 1
                     clock["round1_tasks"].add(r.task_id)
                 if time.perf_counter() - t_run > args.hard_stop_s:  # the table of what is done, then out at once

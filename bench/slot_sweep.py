@@ -33,11 +33,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-COLUMNS = ("run", "slots", "attempts", "tasks", "round 1 s", "per GPU-hour", "without infra_error", "slot-s a grade",
+COLUMNS = ("run", "slots", "attempts", "tasks", "round 1 s", "per GPU-hour", "graded again", "slot-s a grade",
            "expert/reference CUDA start s", "lock windows/draws/idle s", "device GiB max", "statuses")
-"""The table's columns, read from each run's summary (`read_summary`) and grades. "without infra_error": the rate
-with the grades the grader failed left out (they are graded again; H100 run 100's 8 slots on a full device ended 9
-of 36 so, quickly)."""
+"""The table's columns, read from each run's summary (`read_summary`) and grades. "graded again": the tries the
+grader failed (`infra_error`) that the acceptance graded again, as the pipeline's client does (its
+grades_retried.jsonl). The attempts and the rate count verdicts only (an infra_error judges nothing): until the
+acceptance graded them again (after H100 run 102), a try it failed counted, and the column then gave the rate without
+them (H100 run 100's 8 slots on a full device ended 9 of 36 so, quickly)."""
 
 
 def parse_runs(text: str, demo: int) -> list[tuple[int, int, tuple[str, ...], tuple[int, float] | None]]:
@@ -86,17 +88,14 @@ def read_summary(text: str) -> dict:
     return out
 
 
-def row(name: str, figures: dict, statuses: dict) -> list[str]:
-    """One line of the table (`COLUMNS`); '-' where a figure is missing."""
+def row(name: str, figures: dict, statuses: dict, again: int = 0) -> list[str]:
+    """One line of the table (`COLUMNS`); '-' where a figure is missing. `again`: the tries graded again."""
     def get(key, fmt="{}"):
         return fmt.format(figures[key]) if key in figures else "-"
 
     starts, lock = figures.get("cuda_start_s", {}), figures.get("lock", {})
-    failed = statuses.get("infra_error", 0)
-    kept_rate = (f"{figures['rate'] * (figures['attempts'] - failed) / figures['attempts']:.0f}"
-                 if figures.get("attempts") and "rate" in figures else "-")
     return [name, get("slots"), get("attempts"), get("tasks"),
-            get("round1_s") + (" (cut off)" if figures.get("cut_off") else ""), get("rate"), kept_rate,
+            get("round1_s") + (" (cut off)" if figures.get("cut_off") else ""), get("rate"), str(again),
             get("slot_s_per_grade", "{:.2f}"),
             "/".join(f"{starts[r]:.2f}" if r in starts else "-" for r in ("expert", "reference")),
             "/".join(f"{lock[k]:.1f}" if k in lock else "-" for k in ("window", "draws_held", "idle")),
@@ -160,7 +159,9 @@ def main() -> int:
                 for line in grades.read_text().splitlines():
                     if line.strip():
                         statuses[json.loads(line).get("status", "?")] += 1
-            rows.append(row(name, read_summary(text), statuses))
+            retried = run_dir / "grades_retried.jsonl"
+            again = sum(1 for line in retried.read_text().splitlines() if line.strip()) if retried.exists() else 0
+            rows.append(row(name, read_summary(text), statuses, again))
             (args.out / "sweep.txt").write_text(table(rows) + "\n")  # after every run: a cut-off call keeps it
             shutil.rmtree(run_dir, ignore_errors=True)
             print(f"{name}: exit {rc}, " + ", ".join(f"{c} {v}" for c, v in zip(COLUMNS[4:7], rows[-1][4:7])),

@@ -1,5 +1,6 @@
 """The acceptance's summary (bench/gpu_acceptance.py) read from recorded H200 runs: what it flags, it flags from the
 grades the GPU gave."""
+import json
 import os
 import pathlib
 
@@ -343,3 +344,51 @@ def test_the_fresh_baseline_is_also_compared_on_the_same_attempts():
                              results)
     assert lines[-1] == line
     assert same_attempts_line(dict(base, ids=base["ids"] + ["not graded"]), results, 6) == ""
+
+
+def test_the_acceptance_grades_an_infra_error_again_and_counts_only_verdicts(tmp_path):
+    """H100 run 102 counted two honest kernels' `infra_error` grades (the device out of memory, judged its own) as
+    floored, and graded neither again: the pipeline's client would have (`grade_with_retries`). `grade_round` does,
+    on the real service on the CPU: a task whose own inputs differ for one seed is the grader's failure every time,
+    so it is tried twice, its first try thrown away, its last counted; an honest attempt is graded once. The summary
+    neither floors nor clears on an infra_error, and counts the thrown-away try apart."""
+    from bench.gpu_acceptance import grade_round, retried_line
+    from grader.service import GraderService
+    from pipelines.importers import write_cards
+    from pipelines.importers.kernelbench import build_cards
+    from tests.conftest import REPO_ROOT
+
+    cases = REPO_ROOT / "tests" / "fixtures" / "own_inputs"
+    spec = json.loads((cases / "cases.json").read_text())
+    keys = {tuple(map(int, k.split(":"))): (cases / f).read_text() for k, f in spec["tasks"].items()}
+    catalogue = tmp_path / "cards.jsonl"
+    write_cards(list(build_cards(keys).values()), catalogue)
+    reqs = []
+    for name in ("unseeded", "honest"):
+        key, src_file = spec["attempts"][name][:2]
+        level, problem = map(int, key.split(":"))
+        reqs.append(GradeRequest(attempt_id=name, task_id=f"kernelbench_L{level}_{problem:03d}",
+                                 source=(cases / src_file).read_text(), language="pytorch", entry_point="ModelNew",
+                                 profile="cpu", timeout_s=120))
+    failed: list[GradeResult] = []
+    with GraderService(mode="zygote", workers=1, device="cpu", catalogue_extra=[str(catalogue)]) as svc:
+        outcomes = {o.result.attempt_id: o for o in grade_round(svc, reqs, failed)}
+    assert (outcomes["unseeded"].tries, outcomes["unseeded"].result.status) == (2, Status.INFRA_ERROR)
+    assert (outcomes["honest"].tries, outcomes["honest"].result.status) == (1, Status.CORRECT)
+    results = [o.result for o in outcomes.values()]
+    retried = [r for r in failed if all(r is not x for x in results)]
+    assert len(failed) == 2 and len(retried) == 1
+    assert retried_line(results, retried) == ("grades the grader failed, graded again (infra_error)\t1 (infra 1); "
+                                              "no verdict (every try failed): 1")
+    meta = {r.attempt_id: {"group": "honest", "past_clip": False} for r in results}
+    lines = summarise(results, meta, wall_s=10.0, workers=1, retried=retried).splitlines()
+    assert "  honest kernels floored\t0/2" in lines
+    assert any(line.startswith("  NO VERDICT (the grader failed every try) unseeded\t") for line in lines), lines
+    assert "  attempts graded\t1 with a verdict in 10 s with 1 workers: 360 per GPU-hour" in lines
+
+
+def test_run_102s_out_of_memory_grades_are_not_counted_as_floored_honest_kernels():
+    """Run 102's two honest `infra_error` grades (out of memory, judged the device's) are no verdict, not floors."""
+    lines = _summary("2026-12-06-h100-run102")
+    assert "  honest kernels floored\t0/48" in lines
+    assert len([line for line in lines if line.startswith("  NO VERDICT ")]) == 2
