@@ -73,11 +73,12 @@ class GraderService:
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, role_spares: bool = False, load_ahead: bool = False,
-                 end_behind: bool = False, keep_tasks: bool | int = False, memory_watch: bool = False):
+                 end_behind: bool = False, keep_tasks: bool | int = False, memory_watch: bool = True,
+                 gated_check_calls: bool = True, settled_pairs: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
-        `traced_release`, `stalled_one_pair` (`Effort`),
+        `traced_release`, `stalled_one_pair`, `gated_check_calls`, `settled_pairs` (`Effort`),
         `answer_pool`
         (reference answers kept across attempts: `grader.answers`; `answer_budget_bytes` the bytes they may hold,
         None for the device's `budget_for`),
@@ -98,7 +99,8 @@ class GraderService:
         `Slot.set_aside_all_but`; off until a GPU run has measured it),
         `memory_watch` (the device watch reads the device's memory every `MEMORY_WATCH_S` on a thread of its own and
         keeps the readings in which it was full, for judging a candidate's out-of-memory error: `session.oom_floor`;
-        off until a GPU run has measured it),
+        on since grader 0.20.0: H100 runs 101 and 102 each judged one candidate's error the device's on a full
+        reading from before it, and run 102's acceptance held every figure with it),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -127,7 +129,8 @@ class GraderService:
                                           draw_before_gate=draw_before_gate, reference_first=reference_first,
                                           split_window=split_window, slow_loops=slow_loops, check_windows=check_windows,
                                           fill_behind=fill_behind, paired_windows=paired_windows,
-                                          traced_release=traced_release, stalled_one_pair=stalled_one_pair)
+                                          traced_release=traced_release, stalled_one_pair=stalled_one_pair,
+                                          gated_check_calls=gated_check_calls, settled_pairs=settled_pairs)
         from grader.answers import AnswerPool, budget_for
 
         # kept across the attempts this service grades, in page-locked host memory on a GPU host

@@ -147,7 +147,7 @@ class Effort:
     run 73 measured it slower than run 71 without it (1,774 against 1,916 per GPU-hour), its boots longer the more
     ran at once (reference 11.0 s, expert 11.2 s at the median, against 7.0 and 5.0; the acceptance's
     `--with start_ahead`)."""
-    gated_check_calls: bool = False
+    gated_check_calls: bool = True
     """A check call goes through the candidate's launch gate (not the attempt's first call, which holds nothing): a
     check place (`DeviceLock.check(whole=False)`) and in it two draw windows, its preparation up to its closed gate
     and its gate's opening up to its reply, read whole inside it (`WorkerConn.request(read_whole=True)`: the inputs
@@ -155,16 +155,19 @@ class Effort:
     where a size's first call compiles a kernel specialised on the size, and its gate stays closed for up to
     `CHECK_PATIENCE_S` (a size's first) or `LATER_CHECK_PATIENCE_S`. Off, each check call is one check window
     whole: H100 run 75, a size's first 286 of 138 ms (112 ms of them the call's), 23% of the device windows' wait on
-    draws, and the later ones 409 of 37 ms, 6%. Off: H200 runs 79 (with it and `settled_pairs`) and 80 (without
-    both), one card, graded round 1 in 150 s each (the acceptance's `--with gated_check_calls`)."""
-    settled_pairs: bool = False
+    draws, and the later ones 409 of 37 ms, 6%. H200 runs 79 (with it and `settled_pairs`) and 80 (without both),
+    one card, graded round 1 in 150 s each, where the slots bound. On since grader 0.20.0: where the lock binds (6
+    slots, one H100), round 1's first minute graded 2,193 and 2,198 per GPU-hour with both against 2,069 and 2,064
+    without (run 103, ABAB), and the acceptance with both held every cheat, escape and precision figure (run 102)
+    (bench/gpu_acceptance.py --without gated_check_calls)."""
+    settled_pairs: bool = True
     """In a timed pair's device window (`paired_windows`), the twin's gate opens once the candidate's worker says
     "settled" (the device synchronised again after "done", its call's thread ended), not once it has replied whole:
     the candidate's interpreter check (3.2 ms of run 78's calls, a median of the sizes' medians) and its reply run
     beside the twin's call instead of inside the window. What that check could find running (a thread, a hook) would
     run there beside the twin either way; a change it finds floors the attempt, whose pairs then count for nothing.
-    Off: H200 runs 79 (with it and `gated_check_calls`) and 80 (without both), one card, graded round 1 in 150 s each
-    (the acceptance's `--with settled_pairs`)."""
+    On since grader 0.20.0 with `gated_check_calls` (H100 runs 102 and 103, there) (bench/gpu_acceptance.py
+    --without settled_pairs)."""
     traced_release: bool = True
     """A size's traced call holds its draw window only up to its worker's "released" (the call over, the device
     synchronised again: `WorkerConn.request(released=...)`), not up to its reply: the device's session closes (its
