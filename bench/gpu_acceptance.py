@@ -39,7 +39,7 @@ from bench.hostwatch import HostWatch, memory_by_kind  # noqa: E402
 from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult, Reason, Status  # noqa: E402
 from grader.labels import point_label  # noqa: E402
 from grader.timing import median, median_ci  # noqa: E402
-from pipelines.grading.client import GraderSpec, grade_with_retries  # noqa: E402
+from pipelines.grading.client import GraderSpec, GradingIncomplete, grade_with_retries  # noqa: E402
 
 BUCKETS_MS = ((0.0, 0.02, "<20 us"), (0.02, 0.1, "20-100 us"), (0.1, 1.0, "0.1-1 ms"), (1.0, math.inf, ">=1 ms"))
 ROUNDS = ((("demo", 1), ("cuda_l1", 1)),
@@ -738,26 +738,29 @@ def main(argv: list[str] | None = None) -> int:
                 break
             clock["rounds"].append({"round": n, "grades": 0, "tasks": set(),
                                     "purposes": svc.gpu_lock.stats().get("purposes", {})})
-            for o in grade_round(svc, round_requests(items, groups), failed):
-                r = o.result
-                results.append(r)
-                if o.tries > 1:
-                    say(f"r{n} {r.attempt_id}: the grader failed its first try ({o.retry_s:.1f} s), graded again")
-                clock["rounds"][-1]["grades"] += 1
-                clock["rounds"][-1]["tasks"].add(r.task_id)
-                clock["last_grade"] = time.perf_counter()
-                live.write(r.to_json() + "\n")
-                live.flush()
-                say(f"r{n} {time.perf_counter() - t0:6.1f}s {r.attempt_id}\t{r.status.value}\t{r.reason_code.value}"
-                    f"\t{r.reward:+.3f}\t{r.phase_seconds.get('total', 0):.1f}s\t{r.reason[:90]}")
-                if n == 1 and r.status is not Status.INFRA_ERROR:  # a verdict: what the rate counts
-                    clock["round1_n"] += 1
-                    clock["round1_tasks"].add(r.task_id)
-                if time.perf_counter() - t_run > args.hard_stop_s:  # the table of what is done, then out at once
-                    say(f"# hard stop at {args.hard_stop_s:.0f} s in round {n}")
-                    finish(env, svc)
-                    live.close()
-                    os._exit(0)
+            try:
+                for o in grade_round(svc, round_requests(items, groups), failed):
+                    r = o.result
+                    results.append(r)
+                    if o.tries > 1:
+                        say(f"r{n} {r.attempt_id}: the grader failed its first try ({o.retry_s:.1f} s), graded again")
+                    clock["rounds"][-1]["grades"] += 1
+                    clock["rounds"][-1]["tasks"].add(r.task_id)
+                    clock["last_grade"] = time.perf_counter()
+                    live.write(r.to_json() + "\n")
+                    live.flush()
+                    say(f"r{n} {time.perf_counter() - t0:6.1f}s {r.attempt_id}\t{r.status.value}\t{r.reason_code.value}"
+                        f"\t{r.reward:+.3f}\t{r.phase_seconds.get('total', 0):.1f}s\t{r.reason[:90]}")
+                    if n == 1 and r.status is not Status.INFRA_ERROR:  # a verdict: what the rate counts
+                        clock["round1_n"] += 1
+                        clock["round1_tasks"].add(r.task_id)
+                    if time.perf_counter() - t_run > args.hard_stop_s:  # the table of what is done, then out at once
+                        say(f"# hard stop at {args.hard_stop_s:.0f} s in round {n}")
+                        finish(env, svc)
+                        live.close()
+                        os._exit(0)
+            except GradingIncomplete as e:  # the service lost some: said, and the run goes on without them
+                say(f"# round {n}: {e}")
             if n == 1:
                 clock["round1_s"] = time.perf_counter() - clock["graded_t0"]
         finish(env, svc)
