@@ -100,12 +100,20 @@ class DeviceWatch:
 
     def used(self) -> int | None:
         """Bytes of the device's memory in use now, by every process (one NVML read: no process list), or None."""
+        info = self._memory_info()
+        return None if info is None else int(info.total) - int(info.free)
+
+    def share_used(self) -> float | None:
+        """The share of the device's memory in use now, by every process (one NVML read), or None."""
+        info = self._memory_info()
+        return None if info is None or not int(info.total) else 1.0 - int(info.free) / int(info.total)
+
+    def _memory_info(self):
         with self._lock:
             try:
-                info = self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
+                return self.nvml.nvmlDeviceGetMemoryInfo(self.handle)
             except Exception:  # noqa: BLE001 - no reading
                 return None
-        return int(info.total) - int(info.free)
 
     def memory(self, pid: int) -> dict[str, int] | None:
         """The device's memory now (bytes): its total and free, and what process `pid` holds of it (None when NVML

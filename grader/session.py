@@ -168,6 +168,17 @@ class Effort:
     run there beside the twin either way; a change it finds floors the attempt, whose pairs then count for nothing.
     On since grader 0.20.0 with `gated_check_calls` (H100 runs 102 and 103, there) (bench/gpu_acceptance.py
     --without settled_pairs)."""
+    keep_size_memory: bool = False
+    """A kept worker (a task's expert or reference) moving to another size keeps its cached device memory while the
+    device has room (`KEEP_MEMORY_BELOW`, one NVML reading as it moves: `_room_to_keep`), so that the blocks of the
+    sizes it worked at before serve its next answers at them; with less room it gives them back as before (`_trim`).
+    A candidate's worker always gives them back. H100 run 102: a reference's answer at a size new to its worker took
+    51.8 ms a round trip (inputs 14.4, run 26.0; 587 of them) against 16.3 (0.4, 4.3; 2,189) at the size it was at,
+    and such answers held check windows and loop draws 33.4 holder-seconds, 13.7 s of the device windows' wait on
+    draws (21%); its 2,032 trims took 77.8 s of slot time in no window. Off until a GPU run has measured it
+    (bench/gpu_acceptance.py --with keep_size_memory): each kept worker then holds the blocks of every size of its
+    task, and a dozen slots' workers doing so ran an H200 out of memory (runs 65 and 66), which is what the threshold
+    is for."""
     traced_release: bool = True
     """A size's traced call holds its draw window only up to its worker's "released" (the call over, the device
     synchronised again: `WorkerConn.request(released=...)`), not up to its reply: the device's session closes (its
@@ -1228,17 +1239,36 @@ def _expert_worker(g: _Grade) -> WorkerConn:
     return g.expert
 
 
+KEEP_MEMORY_BELOW = 0.6
+"""`Effort.keep_size_memory`: the share of the device's memory in use under which a kept worker moving to another
+size keeps its cached memory. Chosen, not measured: H100 run 102's round 1 used a median 43.5 of 79.6 GiB (55%),
+p90 50.6 (64%), and the device read full once in its every round; the more the kept workers hold, the less often
+they keep, so the device's use stays near this share where it would pass it."""
+
+
+def _room_to_keep(g: _Grade) -> bool:
+    """Whether a kept worker moving to another size keeps its cached memory (`Effort.keep_size_memory`): the device
+    reads under `KEEP_MEMORY_BELOW` of its memory in use. No reading, no keeping."""
+    if not g.effort.keep_size_memory or g.watch is None:
+        return False
+    share = g.watch.share_used()
+    return share is not None and share < KEEP_MEMORY_BELOW
+
+
 def _trim(g: _Grade, conn: WorkerConn, key: str, candidate: bool = False) -> None:
     """Ask a worker to give its cached device memory back when it last worked at another size than `key`, outside
     any window (`Worker._trim`): a driver's free and map of memory is host work, and a dozen slots' workers, each
     holding every size's blocks, ran the device out of memory (H200 runs 65 and 66: an honest attempt and three of
-    the experts' own grades ended `infra_error`). A candidate's reply is checked as after any of its requests; a
+    the experts' own grades ended `infra_error`). A kept worker keeps it while the device has room
+    (`_room_to_keep`), and only notes the size. A candidate's reply is checked as after any of its requests; a
     kept worker that fails here fails again, and is reported, at its next request."""
     if not g.cuda or conn.trimmed == key:
         return
     t = time.perf_counter()
+    keep = not candidate and _room_to_keep(g)
     try:
-        reply, _, _ = conn.request({"op": "trim", "key": key}, min(g.remaining(), EXPERT_TIMEOUT_S))
+        reply, _, _ = conn.request({"op": "trim", "key": key, **({"keep": True} if keep else {})},
+                                   min(g.remaining(), EXPERT_TIMEOUT_S))
     except (OSError, wire.WireError):
         if candidate:
             raise
@@ -1248,6 +1278,8 @@ def _trim(g: _Grade, conn: WorkerConn, key: str, candidate: bool = False) -> Non
     conn.trimmed = key
     if reply.get("emptied"):  # in the acceptance's breakdown of check work, though it holds nothing
         g.gpu_lock.note("trim, in no window", time.perf_counter() - t)
+    elif reply.get("kept"):
+        g.gpu_lock.note("trim, memory kept (the device had room)", time.perf_counter() - t)
 
 
 def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size) -> float:

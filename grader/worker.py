@@ -941,15 +941,18 @@ class Worker:
         """Give the cached device memory back when `key` (a size) differs from the last one's. The parent asks at each
         new size outside any window, so the time the driver takes to free and map memory again holds no other slot's
         timed calls off (H200 run 66: 17 ms an answer inside a reference's check window, on average). Its own device
-        work is done: the last call synchronised. What it buried is dropped as that thread starts."""
+        work is done: the last call synchronised. What it buried is dropped as that thread starts. `keep` (the
+        parent's `Effort.keep_size_memory`, the device having room): the size is noted and the memory kept, so
+        that the blocks of the sizes it worked at before serve the next answers."""
         key = msg.get("key")
-        emptied = self._empty_cache is not None and key != self._answer_key
+        moved = self._empty_cache is not None and key != self._answer_key
+        emptied = moved and msg.get("keep") is not True
         if emptied and self.role == "reference":  # on its thread, where the last answer and inputs are dropped first
             self.runner.bury(self.runner.run(self._empty_cache, ()))
         elif emptied:  # a timing worker: on this thread, never on the candidate's, where its hooks may wait
             self._empty_cache()
         self._answer_key = key
-        return {"ok": True, "emptied": emptied}, None
+        return {"ok": True, "emptied": emptied, "kept": moved and not emptied}, None
 
     def _release(self, msg: dict):
         self.kept.clear()

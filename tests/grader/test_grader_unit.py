@@ -1439,6 +1439,35 @@ def test_an_out_of_memory_error_is_judged_on_the_watchs_full_readings_before_it_
     selfish.close()
 
 
+def test_a_kept_worker_keeps_its_memory_at_a_new_size_only_while_the_device_has_room():
+    """`Effort.keep_size_memory` (`session._room_to_keep`) on recorded NVML readings: under `KEEP_MEMORY_BELOW` of
+    the device in use a kept worker keeps its cached memory as it moves to another size; at or over it, with no
+    reading, or with the part off, it gives it back as before."""
+    import dataclasses
+    from types import SimpleNamespace as S
+
+    from grader.devicewatch import DeviceWatch
+    from grader.session import KEEP_MEMORY_BELOW, Effort, _room_to_keep
+
+    gib = 2**30
+    total = int(79.6 * gib)
+    nvml = _ReplayNVML(clocks=[], reasons=[], samples=[])
+    watch = DeviceWatch(nvml)
+    on = dataclasses.replace(Effort(), keep_size_memory=True)
+    grade = S(effort=on, watch=watch)
+    for used, keeps in ((43.5, True), (KEEP_MEMORY_BELOW * 79.6 - 0.1, True), (KEEP_MEMORY_BELOW * 79.6, False),
+                        (73.8, False)):
+        nvml.memory = (total, total - int(used * gib), {})
+        assert _room_to_keep(grade) is keeps, used
+        assert watch.share_used() == pytest.approx(used / 79.6, abs=1e-6)
+    nvml.memory = None  # the reading fails
+    assert _room_to_keep(grade) is False
+    nvml.memory = (total, total - 10 * gib, {})
+    assert _room_to_keep(S(effort=Effort(), watch=watch)) is False  # off by default
+    assert _room_to_keep(S(effort=on, watch=None)) is False  # no NVML
+    watch.close()
+
+
 def _real_watch():
     """The device watch on this machine's NVML (skips without a CUDA device or NVML)."""
     if not torch.cuda.is_available():

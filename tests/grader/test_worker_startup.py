@@ -509,7 +509,9 @@ def test_check_windows_each_piece_of_check_work_and_a_warm_experts_first_call_at
 def test_a_worker_gives_its_cached_device_memory_back_at_a_new_size_and_only_then(service):
     """`op: trim` (asked by the parent at each new size, outside any window): the worker empties its allocator's
     cache when the size differs from the last one's, and says so; the same size again empties nothing. It changes
-    nothing the worker's integrity check guards but the size it notes. On the GPU the device gets the memory back."""
+    nothing the worker's integrity check guards but the size it notes. On the GPU the device gets the memory back;
+    asked to `keep`, the worker notes the size, keeps the memory and says so, and the same size after empties
+    nothing."""
     slot = service.slots[0]
     cuda = service.device.startswith("cuda")
     conn = slot.spawn(60.0)
@@ -530,13 +532,26 @@ def test_a_worker_gives_its_cached_device_memory_back_at_a_new_size_and_only_the
         after = used()
         again, _, _ = conn.request({"op": "trim", "key": "a"}, 60.0)
         other, _, _ = conn.request({"op": "trim", "key": "b"}, 60.0)
+        # asked to keep (`Effort.keep_size_memory`, the device having room): the size is noted, the memory kept
+        call, _, _ = conn.request({"op": "call", "specs": specs, "seed": 8, "out_nbytes": rows * 256 * 4,
+                                   "keep_inputs": False, "tag": "check", "trace": False, "gated": False}, 60.0)
+        assert call["ok"], call
+        released, _, _ = conn.request({"op": "release"}, 60.0)
+        assert released["ok"], released
+        before_kept = used()
+        kept, _, _ = conn.request({"op": "trim", "key": "c", "keep": True}, 60.0)
+        after_kept = used()
+        noted, _, _ = conn.request({"op": "trim", "key": "c"}, 60.0)
     finally:
         slot.finish(conn)
-    for r in (first, again, other):
+    for r in (first, again, other, kept, noted):
         assert r["ok"] and not r.get("tampered"), r
     assert (first["emptied"], again["emptied"], other["emptied"]) == (cuda, False, cuda)
+    assert (kept["emptied"], kept["kept"], noted["emptied"], noted["kept"]) == (False, cuda, False, False)
     if before is not None and after is not None:
         assert before - after >= 64 << 20, (before, after)  # the call's inputs and output, cached until now
+    if before_kept is not None and after_kept is not None:
+        assert before_kept - after_kept < 64 << 20, (before_kept, after_kept)  # kept: nothing given back
 
 
 @pytest.mark.gpu
