@@ -4,12 +4,12 @@
 
 Every acceptance grades each catalogue expert as a candidate against itself (`expert:<task>`), and its reward should
 be 0. One run's spread says how noisy a grade is; the same sign run after run, on several cards and both pair orders,
-says the protocol favours one side for that kernel. This reads every `acc/grades.jsonl` under `--runs` (the
-committed GPU runs), keeps the experts' unfloored grades, and prints one line an expert: the runs and grades, the
-median reward, how many grades were above 0, and a two-sided sign test's p-value (no assumption on the spread);
-then each kind of card apart, and each expert's grades split by whether its worker was started for the grade or kept
-from an earlier one (a worker's age, its allocator's history, is one difference between a pair's two sides).
-Needs no GPU.
+says the protocol favours one side for that kernel. This reads every `acc/grades.jsonl` (or `.jsonl.gz`) under
+`--runs` (the committed GPU runs), keeps the experts' unfloored grades, and prints one line an expert: the runs and
+grades, the median reward, how many grades were above 0, and a two-sided sign test's p-value (no assumption on the
+spread); then each kind of card apart, and each expert's grades split by whether its worker was started for the
+grade or kept from an earlier one (a worker's age, its allocator's history, is one difference between a pair's two
+sides). Needs no GPU.
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from bench.recorded import grade_files, jsonl_lines  # noqa: E402
 
 COLUMNS = ("expert", "runs", "grades", "median reward", "above 0", "sign test p")
 
@@ -40,17 +42,26 @@ def sign_test_p(above: int, n: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def read_runs(root: Path) -> list[dict]:
-    """The experts' unfloored self-grades of every run under `root`: {run, card, expert, reward, started}."""
+MIN_VERSION = "0.11.0"
+"""The oldest grader whose grades are read: the timing loops interleaved behind launch gates since 0.10.0-0.11.0; the
+runs of 2026-12-01 (grader 0.7.0, committed gzipped) timed another way."""
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def read_runs(root: Path, min_version: str = MIN_VERSION) -> list[dict]:
+    """The experts' unfloored self-grades of every run under `root` made by grader `min_version` or later: {run,
+    card, expert, reward, started}."""
     rows = []
-    for grades in sorted(root.glob("*/acc/grades.jsonl")):
+    for grades in grade_files(root):
         run = grades.parent.parent.name
         card = "h200" if "-h200-" in run else "h100" if "-h100-" in run else "other"
-        for line in grades.read_text().splitlines():
-            if not line.strip():
-                continue
+        for line in jsonl_lines(grades):
             r = json.loads(line)
-            if r.get("attempt_id", "").startswith("expert:") and r.get("status") == "correct":
+            if (r.get("attempt_id", "").startswith("expert:") and r.get("status") == "correct"
+                    and _version(r.get("grader_version") or "0") >= _version(min_version)):
                 rows.append({"run": run, "card": card, "expert": r["attempt_id"][len("expert:"):],
                              "reward": float(r["reward"]),
                              "started": float((r.get("phase_seconds") or {}).get("expert", 0.0)) > STARTED_S})
@@ -80,8 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=Path, default=ROOT / "docs" / "measurements")
     ap.add_argument("--min-runs", type=int, default=5, help="leave out experts seen in fewer runs")
+    ap.add_argument("--min-version", default=MIN_VERSION, help="leave out grades of older graders")
     args = ap.parse_args(argv)
-    rows = read_runs(args.runs)
+    rows = read_runs(args.runs, args.min_version)
     if not rows:
         print(f"no experts' grades under {args.runs}: expected */acc/grades.jsonl from bench/gpu_acceptance.py",
               file=sys.stderr)

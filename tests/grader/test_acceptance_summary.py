@@ -17,7 +17,9 @@ def _summary(run: str) -> list[str]:
     from bench.grade_corpus import adversarial_requests
 
     past_clip = {req.attempt_id for req, m in adversarial_requests() if m["past_clip"]}
-    rows = [GradeResult.from_json(line) for line in (RUNS / run / "acc" / "grades.jsonl").read_text().splitlines()]
+    from bench.recorded import jsonl_lines
+
+    rows = [GradeResult.from_json(line) for line in jsonl_lines(RUNS / run / "acc" / "grades.jsonl")]
     meta = {r.attempt_id: {"group": "honest" if r.attempt_id.startswith("adv:honest/") else "other",
                            "past_clip": r.attempt_id in past_clip} for r in rows}
     return summarise(rows, meta, wall_s=100.0, workers=12).splitlines()

@@ -41,3 +41,12 @@ def test_the_split_by_the_experts_worker_keeps_col_mean_above_itself_either_way(
     for started in (True, False):
         part = [r for r in rows if r["started"] is started and r["expert"] == "col_mean_fp32"]
         assert len(part) >= 20 and sum(r["reward"] > 0 for r in part) > 0.9 * len(part), started
+
+
+def test_gzipped_grades_are_read_and_older_graders_left_out():
+    """H100 run 102's grades are committed gzipped (over 2 MB) and read; the 2026-12-01 runs (grader 0.7.0, gzipped
+    too) timed before the launch gate and are left out unless asked for."""
+    rows = read_runs(RUNS)
+    assert any(r["run"] == "2026-12-06-h100-run102" for r in rows)
+    assert not any(r["run"].startswith("2026-12-01-") for r in rows)
+    assert any(r["run"].startswith("2026-12-01-") for r in read_runs(RUNS, min_version="0.0"))

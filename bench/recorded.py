@@ -1,0 +1,19 @@
+"""Records of committed GPU runs under docs/measurements: a run's `grades.jsonl` over the repository's 2 MB a file is
+committed gzipped (`grades.jsonl.gz`), and read the same."""
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+
+def jsonl_lines(path: Path) -> list[str]:
+    """The non-empty lines of `path`, or of `path` + ".gz" where only that is committed."""
+    gz = path.with_name(path.name + ".gz")
+    text = path.read_text() if path.exists() or not gz.exists() else gzip.decompress(gz.read_bytes()).decode()
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def grade_files(root: Path, pattern: str = "*/acc/grades.jsonl") -> list[Path]:
+    """Every run's grades file under `root` matching `pattern`, gzipped or not, named as if plain."""
+    found = {p for p in root.glob(pattern)} | {p.with_name(p.name[:-3]) for p in root.glob(pattern + ".gz")}
+    return sorted(found)
