@@ -725,7 +725,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{svc.effort.size_budget_s} s; switched on: "
             f"{', '.join([p for p in OPT_IN if getattr(svc.effort, p)] + sorted(served)) or 'nothing'}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
-
         watch = svc.watch
         host.append(HostWatch(svc.roles, device_used=watch.used if watch is not None else None,
                               device_roles=(lambda: watch.memory_by_role(svc.roles())) if watch is not None else None

@@ -15,5 +15,5 @@ def jsonl_lines(path: Path) -> list[str]:
 
 def grade_files(root: Path, pattern: str = "*/acc/grades.jsonl") -> list[Path]:
     """Every run's grades file under `root` matching `pattern`, gzipped or not, named as if plain."""
-    found = {p for p in root.glob(pattern)} | {p.with_name(p.name[:-3]) for p in root.glob(pattern + ".gz")}
+    found = set(root.glob(pattern)) | {p.with_name(p.name[:-3]) for p in root.glob(pattern + ".gz")}
     return sorted(found)
