@@ -42,6 +42,7 @@ from grader.answers import PINNED_ANSWER_BUDGET_BYTES  # noqa: E402
 from grader.catalogue import load_catalogue  # noqa: E402
 from grader.contract import GradeRequest  # noqa: E402
 from grader.taskcard import resolve_shape, size_key  # noqa: E402
+from bench.recorded import jsonl_lines  # noqa: E402
 
 GROUPS = (("demo.", "cuda-l1:"), ("expert:",), ("adv:cheats/",), ("adv:honest/",), ("cuda_own:",))
 """Attempt-id prefixes in the order a round grades its groups (bench/gpu_acceptance.ROUNDS)."""
@@ -214,7 +215,7 @@ def main() -> None:
     ap.add_argument("--budget-gib", type=float, default=PINNED_ANSWER_BUDGET_BYTES / 2**30,
                     help="the kept answers' byte budget (default: a GPU host's)")
     args = ap.parse_args()
-    records = [json.loads(line) for line in (args.run / "grades.jsonl").read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in jsonl_lines(args.run / "grades.jsonl")]
     cards = load_catalogue([args.cards] if args.cards.exists() else None)
     missing = sorted({r["task_id"] for r in records} - set(cards))
     by_round = rounds(records)

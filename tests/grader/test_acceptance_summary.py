@@ -7,6 +7,7 @@ import pathlib
 import pytest
 
 from bench.gpu_acceptance import summarise
+from bench.recorded import jsonl_lines
 from grader.contract import GradeRequest, GradeResult, Status
 from tests.grader.sources import HONEST_SOFTMAX
 
@@ -17,7 +18,6 @@ def _summary(run: str) -> list[str]:
     from bench.grade_corpus import adversarial_requests
 
     past_clip = {req.attempt_id for req, m in adversarial_requests() if m["past_clip"]}
-    from bench.recorded import jsonl_lines
 
     rows = [GradeResult.from_json(line) for line in jsonl_lines(RUNS / run / "acc" / "grades.jsonl")]
     meta = {r.attempt_id: {"group": "honest" if r.attempt_id.startswith("adv:honest/") else "other",
@@ -118,7 +118,7 @@ def test_builds_ahead_and_the_grades_own_loads_are_summarised():
     from bench.gpu_acceptance import build_lines
 
     rows = [GradeResult.from_json(line) for line in
-            (RUNS / "2026-12-04-h200-run61" / "acc" / "grades.jsonl").read_text().splitlines()]
+            jsonl_lines(RUNS / "2026-12-04-h200-run61" / "acc" / "grades.jsonl")]
     [loads] = build_lines(rows)
     assert loads.startswith("  the grades' own loads\tserved 0, replayed 0, built ")
     ahead = [{"s": 48.0, "outcome": "built", "built": 1, "queued_s": 0.0},
@@ -144,8 +144,7 @@ def test_the_answer_replay_counts_every_verification_of_a_recorded_run_once():
     from grader.service import _Queue
 
     cards = load_catalogue()
-    records = [json.loads(line) for line in (RUNS / "2026-12-05-h200-run66" / "acc" / "grades.jsonl").read_text()
-               .splitlines()]
+    records = [json.loads(line) for line in jsonl_lines(RUNS / "2026-12-05-h200-run66" / "acc" / "grades.jsonl")]
     by_round = [[r for r in rs if r["task_id"] in cards] for rs in rounds(records)]
     assert [len(rs) for rs in rounds(records)] == [60, 99]  # its round 1 is the demo and CUDA-L1 mix
     got = replay(by_round, cards, _Queue, AnswerPool, slots=12, cost=lambda nbytes: 0.08 + nbytes / 10e9)
@@ -235,7 +234,7 @@ def test_fewer_pairs_are_replayed_on_each_sizes_own_pairs():
 
     from grader.contract import Status, reward
 
-    rows = (RUNS / "2026-12-05-h100-run75" / "acc" / "grades.jsonl").read_text().splitlines()
+    rows = jsonl_lines(RUNS / "2026-12-05-h100-run75" / "acc" / "grades.jsonl")
     base = next(r for r in map(GradeResult.from_json, rows) if r.status is Status.CORRECT)
 
     def grade(logs: list[float] | None, cand_ms: float = 0.05, floored: bool = False) -> GradeResult:
@@ -314,7 +313,7 @@ def test_the_out_of_memory_grades_are_counted_by_status_and_by_the_reading_that_
     from bench.gpu_acceptance import oom_line
 
     def rows(run: str) -> list[GradeResult]:
-        return [GradeResult.from_json(line) for line in (RUNS / run / "acc" / "grades.jsonl").read_text().splitlines()]
+        return [GradeResult.from_json(line) for line in jsonl_lines(RUNS / run / "acc" / "grades.jsonl")]
 
     assert oom_line(rows("2026-12-04-h200-run56")).startswith("  out of memory (session.oom_floor)\truntime_error 3;")
     run67 = rows("2026-12-05-h100-run67")
@@ -336,7 +335,7 @@ def test_the_fresh_baseline_is_also_compared_on_the_same_attempts():
     from bench.gpu_acceptance import same_attempts_line, throughput_lines
 
     run = RUNS / "2026-12-06-h100-run98" / "acc"
-    results = [GradeResult.from_json(line) for line in (run / "grades.jsonl").read_text().splitlines()]
+    results = [GradeResult.from_json(line) for line in jsonl_lines(run / "grades.jsonl")]
     fresh = [json.loads(line) for line in (run / "grades_fresh.jsonl").read_text().splitlines()]
     base = {"n": 3, "of": 6, "wall_s": 85.06, "statuses": {}, "ids": [r["attempt_id"] for r in fresh]}
     line = same_attempts_line(base, results, 6)
