@@ -662,6 +662,9 @@ def main(argv: list[str] | None = None) -> int:
         summary += "".join(f"\n{line}" for line in lock_lines(lock))
         purposes = lock.get("purposes", {})
         summary += "".join(f"\n{line}" for line in round_start_lines(clock["rounds"], purposes))
+        if clock["rounds"]:
+            summary += "".join(f"\n{line}" for line in outcome_lines(results[:clock["rounds"][0]["grades"]],
+                                                                    args.workers, clock["round1_s"]))
         apart = ("grade: ", "worker start, ", "worker end, ")  # each a table of its own
         tables = (  # holder-seconds: check work's holds overlap, so they add up past the wall clock
             purpose_lines("check work's holds by use, and their parts (`purpose: part`, timed on the parent's or the "
@@ -926,6 +929,45 @@ def round_start_lines(rounds: list[dict], purposes: dict) -> list[str]:
         after = rounds[i + 1]["purposes"] if i + 1 < len(rounds) else purposes
         out.append(f"  {rnd['round']}\t{rnd['grades']}\t{len(rnd['tasks'])}\t"
                    + "\t".join(str(started(after, role) - started(rnd["purposes"], role)) for role in STARTED))
+    return out
+
+
+def outcome_kind(r: GradeResult) -> str:
+    """What a grade came to, for where round 1's slot time went (`outcome_lines`): its status, and a correct grade at
+    the clip apart (each size slower than the expert by `SPEEDUP_CLIP`'s floor or more: its loops end there, but its
+    calls are the slowest the round makes)."""
+    from grader.contract import SPEEDUP_CLIP
+
+    if r.status is Status.CORRECT:
+        clipped = r.speedup_geomean is not None and r.speedup_geomean <= SPEEDUP_CLIP[0] * 1.0001
+        return "correct, at the clip" if clipped else "correct"
+    return r.status.value
+
+
+OUTCOME_PHASES = ("compile", "correctness", "timing", "reference", "expert", "transfer")
+"""The phases `outcome_lines` gives the medians of (a grade's phases overlap: reference, expert and transfer time
+is also counted in the correctness or timing it happened in)."""
+
+
+def outcome_lines(round1: list[GradeResult], workers: int, round1_s: float | None) -> list[str]:
+    """Where round 1's slot time went, by what each grade came to (`outcome_kind`): grades, the slot-seconds their
+    grades took (each grade's `total`), that share of the round's, the median grade and its phases' medians. The
+    slot-seconds the slots had (slots x the round's wall) stand beside them: what the grades did not take, the slots
+    spent idle or between grades."""
+    total = sum(r.phase_seconds.get("total", 0.0) for r in round1)
+    if total <= 0:
+        return []
+    by: dict[str, list[GradeResult]] = {}
+    for r in round1:
+        by.setdefault(outcome_kind(r), []).append(r)
+    had = f" of the {workers} slots' {workers * round1_s:.0f}" if round1_s else ""
+    out = [f"== round 1's slot time by what the grades came to ({len(round1)} grades, {total:.0f} slot-seconds{had})",
+           "  outcome\tgrades\tslot-s\tshare\tmedian s\tmedian " + " / ".join(OUTCOME_PHASES) + " s"]
+    for kind, rs in sorted(by.items(), key=lambda kv: -sum(r.phase_seconds.get("total", 0.0) for r in kv[1])):
+        spent = sum(r.phase_seconds.get("total", 0.0) for r in rs)
+        med = [statistics.median(r.phase_seconds.get(p, 0.0) for r in rs) for p in ("total",) + OUTCOME_PHASES]
+        out.append(f"  {kind}\t{len(rs)}\t{spent:.1f}\t{spent / total:.0%}\t{med[0]:.1f}\t"
+                   + " / ".join(f"{m:.1f}" for m in med[1:]))
     return out
 
 

@@ -393,3 +393,25 @@ def test_run_102s_out_of_memory_grades_are_not_counted_as_floored_honest_kernels
     lines = _summary("2026-12-06-h100-run102")
     assert "  honest kernels floored\t0/48" in lines
     assert len([line for line in lines if line.startswith("  NO VERDICT ")]) == 2
+
+
+def test_round_1s_slot_time_is_split_by_what_the_grades_came_to():
+    """H100 run 106's round 1 (60 grades, 6 slots, 125 s): the correct grades at the clip stand apart from the other
+    correct ones (5 grades, 18% of the round's slot time, against 24 and 52%), and the one hang holds a slot for its
+    whole 60 s budget. The rows are largest first and their shares add up to the whole."""
+    from bench.gpu_acceptance import outcome_kind, outcome_lines
+
+    rows = [GradeResult.from_json(line)
+            for line in jsonl_lines(RUNS / "2026-12-06-h100-run106" / "acc" / "grades.jsonl")][:60]
+    lines = outcome_lines(rows, 6, 125.0)
+    assert lines[0] == ("== round 1's slot time by what the grades came to (60 grades, 720 slot-seconds of the 6 "
+                        "slots' 750)")
+    table = {cells[0].strip(): cells[1:] for cells in (line.split("\t") for line in lines[2:])}
+    assert list(table)[:2] == ["correct", "correct, at the clip"]
+    assert table["correct"][:3] == ["24", "375.6", "52%"] and table["correct, at the clip"][:3] == ["5", "128.8", "18%"]
+    assert table["timeout"][:2] == ["1", "60.4"]
+    assert sum(int(cells[0]) for cells in table.values()) == 60
+    assert abs(sum(float(cells[1]) for cells in table.values()) - 720) < 1.0
+    clipped = next(r for r in rows if outcome_kind(r) == "correct, at the clip")
+    assert clipped.status is Status.CORRECT and clipped.reward == -6.0
+    assert outcome_lines([], 6, None) == []
