@@ -443,7 +443,7 @@ class Slot:
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
                  output_arena: bool = True, spares: bool = False, role_spares: bool = False,
-                 load_ahead: bool = False, end_behind: bool = False, kept_tasks: int = 2):
+                 end_behind: bool = False, kept_tasks: int = 2):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -500,10 +500,8 @@ class Slot:
         self.launch_gate = launch_gate
         self.reference_arena = reference_arena
         self.output_arena = output_arena
-        # The output arenas (`lend_output_arena`): one, or with `load_ahead` one per candidate uid (a worker loaded
-        # ahead runs beside the one graded, and each has its own).
+        # The output arenas (`lend_output_arena`): one, or with `end_behind` one per candidate uid (below).
         self._out_arenas: dict[int | None, wire.Arena] = {}
-        self.load_ahead = load_ahead
         # Ends behind (`finish`, `_end`): a worker is signalled at once, and waited for on a thread of its own, where
         # its device context is torn down (H100 run 93: 203 ms a candidate's end, 249 a reference's) while the slot
         # grades on. Each candidate uid then has an arena of its own, scrubbed once its last user is reaped, and
@@ -551,59 +549,8 @@ class Slot:
         if role != "candidate" or not self.spares:
             return self._spawn(timeout_s, memory_limit_mb, role=role, uid=self.uid if role == "candidate" else None)
         conn = self._take_spare(memory_limit_mb) or self._spawn(timeout_s, memory_limit_mb, role=role, uid=self.uid)
-        self._start_spare(memory_limit_mb, self._other_uid(conn))
+        self._start_spare(memory_limit_mb, self.spare_uid if conn.uid == self.uid else self.uid)
         return conn
-
-    def spawn_ahead(self, busy: WorkerConn, timeout_s: float, memory_limit_mb: int | None = None) -> WorkerConn:
-        """A candidate's worker for the slot's next attempt while `busy` (this attempt's) is still graded, to load
-        that attempt ahead: the spare when there is one (started under the other candidate uid once `busy` took
-        its worker), else a fresh worker under that uid. No next spare starts: it would take `busy`'s uid while
-        `busy` runs, and `finish(busy)` sweeps that uid. `resume_spares` starts it once `busy` is finished. It boots
-        and loads on the cores no slot is given; the slot's own cores are its once its grade begins (`settle`)."""
-        if not (self.spares and self.load_ahead):
-            raise RuntimeError("a worker loaded ahead needs `load_ahead` and the slot's second candidate uid (spares, "
-                               "as root)")
-        if self._closing:
-            raise RuntimeError("the slot is closing: no worker loads ahead")
-        other = self._other_uid(busy)
-        conn, limit = self._joined_spare()
-        if conn is not None and (limit != memory_limit_mb or conn.uid != other or _alive(conn.pid) is not None):
-            self._kill(conn, conn.uid)
-            conn = None
-        if conn is None:
-            conn = self._spawn(timeout_s, memory_limit_mb, role="candidate", uid=other, spare=True)
-        self.live[conn.pid] = "candidate, ahead"
-        return conn
-
-    def settle(self, conn: WorkerConn) -> None:
-        """A worker loaded ahead moves onto the slot's cores as its grade begins, as a spare taken does, when it still
-        runs (its threads are listed): one that died ahead is the grade's all the same, whose next request finds it
-        dead. Its cores are the slot's to keep others off, no boundary: a worker that cannot be moved stays."""
-        self.live[conn.pid] = "candidate"
-        if self.config["cpus"] and _alive(conn.pid) is None:
-            with contextlib.suppress(OSError):
-                pin_threads(conn.pid, self.config["cpus"])
-
-    def stop(self, conn: WorkerConn) -> None:
-        """Kill a worker loaded ahead, and everything of its uid, now: its preparation found what ends its grade, and
-        whatever it started must not run on beside the grade the slot is making. Its grade still finishes it (`finish`:
-        the reap says how it ended, its channels close there)."""
-        _signal_all(conn, conn.uid)
-
-    def preparing(self, thread: threading.Thread) -> None:
-        """Start `thread`, an attempt's preparation ahead (`grader.ahead`), known to the slot: `close` waits for it."""
-        self._ahead = [t for t in self._ahead if t.is_alive()]
-        self._ahead.append(thread)
-        thread.start()
-
-    def resume_spares(self, conn: WorkerConn, memory_limit_mb: int | None = None) -> None:
-        """The next spare starts, under the candidate uid `conn` (the attempt now graded) does not use."""
-        if self.spares:
-            self._start_spare(memory_limit_mb, self._other_uid(conn))
-
-    def _other_uid(self, conn: WorkerConn) -> int | None:
-        """The slot's candidate uid that `conn` does not run under (its two take turns: `spawn`)."""
-        return self.spare_uid if conn.uid == self.uid else self.uid
 
     def _start_spare(self, memory_limit_mb: int | None, uid: int | None) -> None:
         if self._closing or self._spare is not None:
@@ -738,13 +685,13 @@ class Slot:
         """Lend a fresh candidate worker, before any candidate code runs, the slot's arena for what its fetches
         copy to this side (an output, and the inputs kept with it), grown to `nbytes` (at most wire.ARENA_MAX; a
         bigger fetch takes a memfd). One arena serves the slot's candidates one after another, page-locked once;
-        `finish` scrubs it. With `load_ahead`, two workers are alive at once (one loaded ahead, `spawn_ahead`), under
-        the slot's two candidate uids, and each uid has an arena of its own: neither worker is ever lent the arena
-        the other's outputs come through. Returns its state as the worker found it: "pinned", "mapped" or "off: why"."""
+        `finish` scrubs it. With `end_behind`, a finished worker is reaped and its arena scrubbed while the slot
+        grades on, so each candidate uid has an arena of its own, lent again once that uid's ends are over
+        (`_await_ended`). Returns its state as the worker found it: "pinned", "mapped" or "off: why"."""
         if not self.output_arena:
             return "off: switched off for this service"
         need = min(nbytes, wire.ARENA_MAX)
-        key = conn.uid if self.load_ahead or self.end_behind else None
+        key = conn.uid if self.end_behind else None
         self._await_ended(key)  # its last user reaped and its arena scrubbed
         arena = self._out_arenas.get(key)
         if arena is None or arena.nbytes < need:
@@ -1056,7 +1003,7 @@ class Slot:
     def close(self) -> None:
         with self._ending_lock:  # no end goes behind from here (`_end`)
             self._closing = True
-        for thread in self._ahead:  # a start (or an attempt's load) ahead ends in its worker kept, or in nothing
+        for thread in self._ahead:  # a start ahead ends in its worker kept, or in nothing
             thread.join(self.boot_timeout_s)
         for key in list(self._ending):  # ends behind reap through the zygote's channel: over before it closes
             self._await_ended(key)

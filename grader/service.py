@@ -7,7 +7,6 @@ compilation and correctness on the CPU cores, while timing takes the device excl
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import os
 import queue
@@ -72,9 +71,9 @@ class GraderService:
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
-                 stalled_one_pair: bool = True, role_spares: bool = False, load_ahead: bool = False,
-                 end_behind: bool = False, keep_tasks: bool | int = False, memory_watch: bool = True,
-                 gated_check_calls: bool = True, settled_pairs: bool = True):
+                 stalled_one_pair: bool = True, role_spares: bool = False, end_behind: bool = False,
+                 keep_tasks: bool | int = False, memory_watch: bool = True, gated_check_calls: bool = True,
+                 settled_pairs: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -87,10 +86,6 @@ class GraderService:
         `role_spares` (each slot boots its next expert and reference workers before a new task needs them,
         `Slot._kept_or_started`; off: H100 run 88 graded round 1 in 118 s against 107 without, each start longer
         beside more of them, and ran a reference out of device memory),
-        `load_ahead` (while a slot grades an attempt, its next one's worker starts, loads it and makes the head of its
-        grade, its first check call included: `grader.ahead`; off: H100 run 92 graded round 1 at 1,692-1,798 per
-        GPU-hour with it against 1,825-1,849 without, on a device lock already busy; needs spares, so a
-        slot without them takes nothing ahead),
         `end_behind` (a worker the slot is done with is signalled at once and reaped, its device context torn down,
         on a thread of its own while the slot grades on: `Slot._end`; off until a GPU run has measured it),
         `keep_tasks` (each slot keeps the expert and reference workers of more tasks than its last two, as many as
@@ -172,7 +167,7 @@ class GraderService:
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
                            spares=cuda if spare_workers is None else spare_workers, role_spares=role_spares,
-                           load_ahead=load_ahead, end_behind=end_behind, kept_tasks=self.kept_tasks)
+                           end_behind=end_behind, kept_tasks=self.kept_tasks)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
@@ -284,28 +279,12 @@ class GraderService:
     def _run_slot(self, slot, todo: "_Queue", done: queue.Queue) -> None:
         from grader.session import grade_attempt
 
-        last, nxt = None, None  # nxt: the request taken ahead, and its preparation (`load_ahead`) or None
+        last = None
         while True:
-            if nxt is not None:
-                (req, prepared), nxt = nxt, None
-                todo.done(last)  # the slot is done with the task it graded last, as `take` would say
-            else:
-                req, prepared = todo.take(last, kept=self._tasks_kept_in(slot)), None
+            req = todo.take(last, kept=self._tasks_kept_in(slot))
             if req is None:
                 return
             last = req.task_id
-
-            def started(conn, req=req) -> None:
-                """Once this attempt's worker is the slot's, the next one may start loading ahead. A request taken
-                ahead is graded next whatever becomes of its preparation: without one, as it would have been."""
-                nonlocal nxt
-                ahead = (todo.take(req.task_id, ahead=len(self.slots), kept=self._tasks_kept_in(slot))
-                         if slot.load_ahead and slot.spares else None)
-                if ahead is not None:
-                    nxt = (ahead, None)
-                    with contextlib.suppress(Exception):
-                        nxt = (ahead, self._prepare(ahead, slot, conn))
-
             try:
                 if req.task_id not in self.catalogue:  # no grade at all: the request is at fault, not a worker
                     done.put(self._infra(req, f"task {req.task_id!r} is not in the grader's catalogue; "
@@ -319,10 +298,8 @@ class GraderService:
                                        device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort,
                                        ext_cache=self.ext_cache, build_env=self.build_env,
                                        watch=self.watch, roles=self.roles, ahead=self._ahead.pop(id(req), None),
-                                       answers=self.answers, prepared=prepared, started=started))
+                                       answers=self.answers))
             except Exception as e:  # noqa: BLE001 - a grader bug ends this attempt as infra_error, never lost
-                if prepared is not None and prepared.conn is not None and prepared.conn.pid in slot.live:
-                    slot.finish(prepared.conn)  # a worker loaded ahead whose grade broke before it took it
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))
 
@@ -333,16 +310,6 @@ class GraderService:
         keys = slot.kept_keys()
         with self._tasks_lock:
             return {task_id for task_id, task in self._tasks.items() if task.expert_key in keys}
-
-    def _prepare(self, req: GradeRequest, slot, busy):
-        """`req` loaded ahead in `slot` while `busy` is graded (`grader.ahead.prepare`); None for a task the grader
-        does not know (its grade says so)."""
-        from grader.ahead import prepare
-
-        if req.task_id not in self.catalogue:
-            return None
-        return prepare(req, self.task(req.task_id), slot, busy, self.effort, self.answers, self.device_name,
-                       self.ext_cache, self.build_env, self.watch, self.roles)
 
     def _infra(self, req: GradeRequest, why: str, code: Reason = Reason.INFRA) -> GradeResult:
         card = self.catalogue.get(req.task_id)
@@ -396,29 +363,14 @@ class _Queue:
             self._first.add(req.task_id)
             self._released.notify_all()  # the others look again: the last release may leave none to wait for
 
-    def done(self, task_id: str | None) -> None:
-        """A slot is done with `task_id`'s attempt (it took its next request ahead)."""
-        with self._lock:
-            self._done(task_id)
-
-    def _done(self, task_id: str | None) -> None:
-        """`done`, under the queue's lock (`take` says it too, for a slot that took nothing ahead)."""
-        if self._busy[task_id] > 0:
-            self._busy[task_id] -= 1
-
-    def take(self, task_id: str | None, ahead: int = 0, kept: Collection[str] = ()) -> GradeRequest | None:
+    def take(self, task_id: str | None, kept: Collection[str] = ()) -> GradeRequest | None:
         """The next request for a slot that graded `task_id` last (and is done with it); None once none is left,
-        queued or held. `ahead`: for a slot still grading `task_id`'s attempt, to load its next one ahead
-        (`GraderService(load_ahead=True)`): only while more than `ahead` requests wait for the other slots (a
-        request taken ahead waits for its slot), never waiting for one; the slot says `done` with `task_id` later.
-        `kept`: the tasks whose workers the slot keeps (`GraderService(keep_tasks=...)`); when it needs a new task,
-        the first of those that no other slot grades comes before the queue's first, unless that one goes first
-        anyway (a CUDA request's, whose build is long, or a request released from its build ahead)."""
+        queued or held. `kept`: the tasks whose workers the slot keeps (`GraderService(keep_tasks=...)`); when it
+        needs a new task, the first of those that no other slot grades comes before the queue's first, unless that
+        one goes first anyway (a CUDA request's, whose build is long, or a request released from its build ahead)."""
         with self._lock:
-            if ahead and sum(map(len, self._by_task.values())) <= ahead:
-                return None
-            if not ahead:
-                self._done(task_id)
+            if self._busy[task_id] > 0:
+                self._busy[task_id] -= 1
             while True:
                 if self._affinity and self._by_task.get(task_id):
                     break
@@ -429,7 +381,7 @@ class _Queue:
                     task_id = (next(iter(self._by_task)) if not free else free[0] if free[0] in self._first
                                else next((t for t in free if t in kept), free[0]))
                     break
-                if not self._held or ahead:
+                if not self._held:
                     task_id = None
                     break
                 self._released.wait()

@@ -276,34 +276,24 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                   ext_cache: compile_cache.CompileCache | None = None,
                   build_env: compile_cache.BuildEnv | None = None, watch=None,
                   roles: Callable[[], dict[int, str]] = dict, ahead: dict | None = None,
-                  answers: AnswerPool | None = None, prepared=None,
-                  started: Callable[[WorkerConn], None] | None = None) -> GradeResult:
+                  answers: AnswerPool | None = None) -> GradeResult:
     """`ahead`: what building the attempt's extensions ahead of this grade did (grader.buildahead), for the record.
     `answers`: the service's kept reference answers (`grader.answers`): check calls and the calls of a loop of
     `Effort.min_reps` pairs take the pool's seeds. None (`GraderService(answer_pool=False)`): every call takes a
-    fresh seed; the verified timed calls are chosen the same way either way. `prepared`: the attempt's worker
-    started, lent its arena and loaded, and the head of its grade made (`grade_head`), while the slot graded the
-    attempt before (`grader.ahead`); what ended that early ends the grade at the step where its own would have met
-    it. `started(conn)`: told once the attempt's worker is the slot's (the next attempt may start loading ahead)."""
+    fresh seed; the verified timed calls are chosen the same way either way."""
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
     phases = {k: 0.0 for k in ("startup", "compile", "correctness", "timing", "expert", "reference", "transfer",
                                 "teardown")}
     t_all = time.perf_counter()
-    if prepared is not None:  # what it spent ahead is spent of its budget; its wait for the slot is not
-        prepared.join()
-    joined = time.perf_counter() - t_all  # the slot's wait for what was not done ahead: startup
-    deadline = time.monotonic() + req.timeout_s - (prepared.spent_s if prepared is not None else 0.0)
+    deadline = time.monotonic() + req.timeout_s
     sizes_out: list[SizeResult] = []
     measured: list[float] = []
     sandbox_layers: dict = {}
     g: _Grade | None = None
     status, code, reason = Status.CORRECT, Reason.OK, ""
     root_seed = secrets.randbits(63)  # fresh per grade, never from the request: inputs cannot be precomputed
-    head = prepared.head if prepared is not None else None
-    if head is not None:  # drawn the same way, ahead, where the grade's head was made with it
-        root_seed = head.seed_root
 
     def remaining() -> float:
         left = deadline + (g.waited_s if g is not None else 0.0) - time.monotonic()
@@ -312,54 +302,49 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         return left
 
     try:
-        sizes = precheck(req, card, cuda, profile)
+        if req.language == "cuda" and not cuda:
+            raise Floor(Status.UNSUPPORTED_ON_BACKEND, Reason.UNSUPPORTED,
+                        "CUDA candidates need a CUDA device; this grader runs on CPU")
+        findings = static_findings(req.source, req.language)
+        if req.language == "pytorch" and card.pytorch_ops:
+            findings += host_compute(req.source, lists=False)
+        for finding in findings:
+            raise Floor(Status.CHEAT_FLAGGED, finding.code, finding.detail)
+        sizes = card.sizes(profile)
+        if not sizes:
+            raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"task {card.task_id} has no sizes for profile {profile}")
         if effort.start_ahead:
             _start_ahead(slot, task)
         t = time.perf_counter()
         try:
-            conn = slot.spawn(timeout_s=min(remaining(), 300.0), memory_limit_mb=req.memory_limit_mb) \
-                if prepared is None else prepared.taken(slot, req.memory_limit_mb)
+            conn = slot.spawn(timeout_s=min(remaining(), 300.0), memory_limit_mb=req.memory_limit_mb)
         except (OSError, wire.WireError) as e:
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles,
                    answers=answers)
-        if head is not None:  # the secret generator and the kernels seen go on from where the head left them
-            g.rng, g.kernels = head.rng, head.kernels
-        if started is not None:
-            started(conn)
         sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"),
                               worker="spare" if conn.spare else "spawned")
-        if prepared is not None:
-            sandbox_layers.update(prepared.layers)
         try:  # before the candidate's code is loaded, as the gate was
-            sandbox_layers["output_arena"] = (slot.lend_output_arena(conn, task.fetch_bytes, min(remaining(), 60.0))
-                                              if prepared is None else prepared.arena())
+            sandbox_layers["output_arena"] = slot.lend_output_arena(conn, task.fetch_bytes, min(remaining(), 60.0))
         except (OSError, wire.WireError) as e:
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the worker could not be lent its output arena: {e}") from None
         g.own_kernels = (declared_kernels(req.source) if req.language == "cuda"
                          else declared_triton_kernels(req.source) if req.language == "triton" else [])
-        phases["startup"] = time.perf_counter() - t + joined
+        phases["startup"] = time.perf_counter() - t
         t = time.perf_counter()
         source, entry = loaded_source(req, card)
         # Only a worker that can neither read nor write the cache (its hello, sent before any
         # candidate code ran, says which layers it entered) is offered entries or heard about builds.
         use = (ext_cache is not None and build_env is not None
                and compile_cache.sealed_from(sandbox_layers, ext_cache.root))
+        offer, blob = _offer(ext_cache, source, build_env) if use else ([], b"")
         if ext_cache is not None:  # recorded before the load, so a load that fails or hangs shows it too
-            sandbox_layers = dict(sandbox_layers, ext_cache={"sealed": use, "offered": 0,
+            sandbox_layers = dict(sandbox_layers, ext_cache={"sealed": use, "offered": len(offer),
                                                              **({"ahead": ahead} if ahead else {})})
-        if prepared is None:
-            offer, blob = _offer(ext_cache, source, build_env) if use else ([], b"")
-            if ext_cache is not None:
-                sandbox_layers["ext_cache"]["offered"] = len(offer)
-            reply, built, _ = _request(conn, {"op": "load", "source": source, "entry_point": entry,
-                                              "ext_offer": offer}, remaining, blob)
-            _check_guards(conn, reply, slot)
-        else:  # its reply checked ahead, as here: what that check raised is raised now
-            offer, reply, built = prepared.loaded()
-            if ext_cache is not None:
-                sandbox_layers["ext_cache"]["offered"] = len(offer)
+        reply, built, _ = _request(conn, {"op": "load", "source": source, "entry_point": entry, "ext_offer": offer},
+                                   remaining, blob)
+        _check_guards(conn, reply, slot)
         if ext_cache is not None:  # a failed load's conclusive build failures too: a later grade raises them again
             sandbox_layers["ext_cache"].update(_ext_record(ext_cache, source, build_env, use, offer, reply, built))
             g.build_failed = (sandbox_layers["ext_cache"].get("failed") or [""])[0]
@@ -368,8 +353,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         phases["compile"] = time.perf_counter() - t
         for size, hidden in sizes:
             with _part(g, "a size's other work"):  # what no part inside names: trims, the floor check, the record
-                sr, m = _grade_size(g, size, hidden, first=not sizes_out and effort.judge_first,
-                                    head=head if not sizes_out else None)
+                sr, m = _grade_size(g, size, hidden, first=not sizes_out and effort.judge_first)
                 sizes_out.append(sr)
                 if m is not None:
                     measured.append(m)
@@ -417,106 +401,6 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         sandbox=sandbox_layers, sharing=req.sharing,
         kernels_launched=sorted(set(g.kernels))[:200] if g is not None else [],
     )
-
-
-def precheck(req: GradeRequest, card, cuda: bool, profile: str) -> list:
-    """What floors an attempt before any worker starts (a CUDA attempt without a device, the static findings, a card
-    with no sizes for the profile); else the card's sizes for the profile."""
-    if req.language == "cuda" and not cuda:
-        raise Floor(Status.UNSUPPORTED_ON_BACKEND, Reason.UNSUPPORTED,
-                    "CUDA candidates need a CUDA device; this grader runs on CPU")
-    findings = static_findings(req.source, req.language)
-    if req.language == "pytorch" and card.pytorch_ops:
-        findings += host_compute(req.source, lists=False)
-    for finding in findings:
-        raise Floor(Status.CHEAT_FLAGGED, finding.code, finding.detail)
-    sizes = card.sizes(profile)
-    if not sizes:
-        raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"task {card.task_id} has no sizes for profile {profile}")
-    return sizes
-
-
-class _AheadLock:
-    """The device lock as a grade's head sees it ahead (`grade_head`): its parts noted apart (they took no slot's
-    time), never a hold: the head's work (a trim, the observation's opening, the attempt's first call, which
-    compiles) holds nothing in a grade either."""
-
-    def __init__(self):
-        self.notes: dict[str, float] = {}
-
-    def note(self, purpose: str, seconds: float) -> None:
-        self.notes[purpose] = self.notes.get(purpose, 0.0) + seconds
-
-    def __getattr__(self, name: str):
-        raise RuntimeError(f"a grade's head, ahead, reached for the device lock's {name}")
-
-
-@dataclass
-class Head:
-    """The head of an attempt's grade, made ahead of it (`grade_head`): the grade's root seed and secret generator,
-    its first size planned, trimmed and observed, and its first check call. What ended it is raised in the grade
-    where its own step would have met it: before the size's checks (`size`) or at its first call (`reply`)."""
-
-    seed_root: int
-    rng: random.Random
-    kernels: list
-    sz: _Size | None = None
-    seed: int = 0
-    """The first check call's seed."""
-    got: dict | None = None
-    before: BaseException | None = None
-    at_call: BaseException | None = None
-    parts: dict = field(default_factory=dict)
-
-    def size(self) -> _Size:
-        if self.before is not None:
-            raise self.before
-        return self.sz
-
-    def reply(self) -> dict:
-        if self.at_call is not None:
-            raise self.at_call
-        return self.got
-
-
-def grade_head(req: GradeRequest, task: SealedTask, slot: Slot, conn: WorkerConn, effort: Effort,
-               answers: AnswerPool | None, remaining: Callable[[], float], device_name: str, watch=None,
-               roles: Callable[[], dict[int, str]] = dict) -> Head | None:
-    """Make the head of `req`'s grade now, ahead of it (`grader.ahead`), on its loaded worker `conn`: its first size's
-    plan, trim and observation, and its first check call, exactly as the grade makes them (`_grade_size`,
-    `_check_size`), that call's reply checked as any (`_cand_reply`). None for a task whose inputs its reference worker
-    makes (that worker is the slot's, busy with the grade beside). The grade takes it up (`grade_attempt`). Whatever
-    ends it is kept, never dropped: a head that vanished would let the grade make its "first" call again, the
-    candidate's second, with the first's output unverified and its record unjudged (a second review found an
-    IndexError a candidate could raise in `_cand_reply` did that). `watch`, `roles`: the device's, for an out-of-
-    memory first call (`_oom`), as in the grade."""
-    card = task.card
-    if card.inputs_from == "task":
-        return None
-    cuda = slot.device.startswith("cuda")
-    sizes = card.sizes(req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu"))
-    lock = _AheadLock()
-    g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases={},
-               gpu_lock=lock, device_name=device_name, seed=secrets.randbits(63), answers=answers, watch=watch,
-               roles=roles)
-    head = Head(seed_root=g.seed, rng=g.rng, kernels=g.kernels)
-    t = time.perf_counter()
-    try:
-        head.sz = sz = _plan_size(g, *sizes[0])
-        _trim(g, conn, sz.key, candidate=True)
-        _watch(g, conn, True)
-    except Exception as e:  # noqa: BLE001 - raised in the grade, before its first size's checks
-        head.before = e
-        head.parts = {"first size": time.perf_counter() - t}
-        return head
-    t_call = time.perf_counter()
-    try:
-        head.seed = _seed(sz.plan.check_seed(0), lambda: derive_seed(g.seed, sz.key, "check", 0))
-        head.got = _cand_call(g, sz, head.seed, keep_inputs=True, tag="check")
-    except Exception as e:  # noqa: BLE001 - raised in the grade, at its first check call
-        head.at_call = e
-    head.parts = {"first size": t_call - t, "first call": time.perf_counter() - t_call}
-    return head
 
 
 def loaded_source(req: GradeRequest, card) -> tuple[str, str]:
@@ -625,27 +509,16 @@ class _Size:
         return "hidden" if self.hidden else self.key
 
 
-def _plan_size(g: _Grade, size: dict, hidden: bool) -> _Size:
-    """A size as its calls need it, its seeds planned (`_seed_plan`)."""
+def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False) -> tuple[SizeResult, float | None]:
+    """One size's checks and timing loop."""
     card = g.task.card
     out_shape = resolve_shape(card.output_shape, size)
     key, out_nbytes = size_key(size), DTYPE_BYTES[card.output_dtype] * _prod(out_shape)
-    return _Size(key=key, hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape, out_nbytes=out_nbytes,
-                 given=card.inputs_from == "task", plan=_seed_plan(g, key, out_nbytes))
-
-
-def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False,
-                head: "Head | None" = None) -> tuple[SizeResult, float | None]:
-    """One size's checks and timing loop. `head`: this size's plan, trim, observation and first check call, made
-    ahead (`grade_head`)."""
-    card = g.task.card
-    if head is None:
-        sz = _plan_size(g, size, hidden)
-        _trim(g, g.conn, sz.key, candidate=True)
-        _watch(g, g.conn, True)
-    else:
-        sz = head.size()
-    worst, check_ms, check_min_ms = _check_size(g, sz, head)
+    sz = _Size(key=key, hidden=hidden, specs=resolve_specs(card, size), out_shape=out_shape, out_nbytes=out_nbytes,
+               given=card.inputs_from == "task", plan=_seed_plan(g, key, out_nbytes))
+    _trim(g, g.conn, key, candidate=True)
+    _watch(g, g.conn, True)
+    worst, check_ms, check_min_ms = _check_size(g, sz)
     # At the grade's first size the check calls' records are judged before the timing loop, whose calls and
     # verifications a candidate that already broke a rule of its task would otherwise hold the device for (H200 run
     # 66: attempts whose first check call ran the task's library op went on through 20 timed pairs, 21-24 s a
@@ -703,7 +576,7 @@ def _seed(pooled: int | None, fresh: Callable[[], int]) -> int:
     return fresh() if pooled is None else pooled
 
 
-def _check_size(g: _Grade, sz: _Size, head: "Head | None" = None) -> tuple[float, float, float]:
+def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
     """Fully verified calls; the worst error seen, the device ms of the last call (`Effort.slow_loops`) and of the
     fastest (`clip_witnessed`; the attempt's first call, which compiles, included: it is never the fastest). The
     attempt's first call compiles, under no hold; the expert's first call at the size (`_expert_warmup`) runs last.
@@ -751,23 +624,20 @@ def _check_size(g: _Grade, sz: _Size, head: "Head | None" = None) -> tuple[float
             first = ", a size's first" if i == 0 else ""
             gate_it = (windows and g.effort.gated_check_calls and g.cuda and g.conn.gate is not None
                        and not sz.given and not compiling)
-            if head is not None and i == 0:  # the attempt's first call, made ahead (`grade_head`): its seed, its
-                seed, reply = head.seed, head.reply()  # reply checked there, its time no slot's
-            else:
-                try:
-                    with _part(g, COMPILING_CALL_PART if compiling else "check call"):
-                        if gate_it:
-                            first_piece()
-                            reply = _gated_check_call(g, sz, seed, "check call" + first,
-                                                      CHECK_PATIENCE_S if first else LATER_CHECK_PATIENCE_S)
-                        else:
-                            with contextlib.nullcontext() if compiling else hold("check window" + first,
-                                                                                 "check call" + first):
-                                reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
-                finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
-                    if compiling:
-                        g.phases["compile"] += time.perf_counter() - t_call
-                        t += time.perf_counter() - t_call
+            try:
+                with _part(g, COMPILING_CALL_PART if compiling else "check call"):
+                    if gate_it:
+                        first_piece()
+                        reply = _gated_check_call(g, sz, seed, "check call" + first,
+                                                  CHECK_PATIENCE_S if first else LATER_CHECK_PATIENCE_S)
+                    else:
+                        with contextlib.nullcontext() if compiling else hold("check window" + first,
+                                                                             "check call" + first):
+                            reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
+            finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
+                if compiling:
+                    g.phases["compile"] += time.perf_counter() - t_call
+                    t += time.perf_counter() - t_call
             if not compiling:
                 _note_parts(g, "check call" + first, reply)
                 g.gpu_lock.note(f"check call{first}: its device time", float(reply.get("ms") or 0.0) / 1e3)

@@ -37,9 +37,9 @@ def test_a_summary_without_a_figure_leaves_it_out_and_the_row_says_so():
 
 
 def test_runs_are_slots_or_slots_by_demo_attempts_and_anything_else_is_refused():
-    assert parse_runs("12, 6,8x96,6+start_ahead+host_verify,6x96+load_ahead:10/0.015", 48) == [
+    assert parse_runs("12, 6,8x96,6+start_ahead+host_verify,6x96+keep_tasks:10/0.015", 48) == [
         (12, 48, (), None), (6, 48, (), None), (8, 96, (), None), (6, 48, ("start_ahead", "host_verify"), None),
-        (6, 96, ("load_ahead",), (10, 0.015))]
+        (6, 96, ("keep_tasks",), (10, 0.015))]
     for bad in ("", "0", "six", "6x", "6y96", "6+", "6+Start", "6:10", "6:0/0.01", "6:10/", "6:10/1.5x"):
         with pytest.raises(ValueError, match="--runs"):
             parse_runs(bad, 48)
