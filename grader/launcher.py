@@ -442,8 +442,7 @@ class Slot:
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
-                 output_arena: bool = True, spares: bool = False, role_spares: bool = False,
-                 end_behind: bool = False, kept_tasks: int = 2):
+                 output_arena: bool = True, spares: bool = False, end_behind: bool = False, kept_tasks: int = 2):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -462,12 +461,6 @@ class Slot:
         self.spares = spares and os.geteuid() == 0
         self.spare_uid, self._spare_uid_lock = claim_uid() if self.spares else (None, None)
         self._spare: tuple[threading.Thread, list, int | None] | None = None  # its thread, its result, its limit
-        # Role spares (`_kept_or_started`): once the slot starts a task's expert or reference worker, the next one of
-        # that role starts booting (CUDA, the worker's imports, its gate: no task code) on the cores no slot is given,
-        # and the slot's next new task of that role loads its code into it instead of waiting for a boot.
-        self.role_spares = role_spares
-        self._role_spare: dict[str, tuple[threading.Thread, list]] = {}  # role -> its start's thread and result
-        self._role_spare_lock = threading.Lock()
         self._ctl_lock = threading.Lock()  # the zygote answers one request at a time; a spare starts on a thread
         self._closing = False
         self._kept: dict[str, WorkerConn] = {}
@@ -596,7 +589,7 @@ class Slot:
         return conn
 
     def _spawn(self, timeout_s: float, memory_limit_mb: int | None, *, role: str, uid: int | None,
-               spare: bool = False, aside: bool = False, noted_as: str | None = None) -> WorkerConn:
+               spare: bool = False, aside: bool = False) -> WorkerConn:
         if role == "candidate":  # nothing starts under a uid while a worker it ran is still being ended
             self._await_ended(uid)
         config = self.config
@@ -634,7 +627,7 @@ class Slot:
         conn.sock.settimeout(timeout_s)
         # A worker that fails here is ended and reaped, not left behind. It has run no candidate code,
         # so its own process group is all there is: the uid's other processes (kept experts) stay.
-        self.starting[pid] = "spare" if spare else (noted_as or role)
+        self.starting[pid] = "spare" if spare else role
         try:
             hello, _ = wire.recv(conn.sock, 0)
             if popen is not None and "relay_pid" in hello:  # the exec'd process forked the worker into its namespace
@@ -660,7 +653,7 @@ class Slot:
             except (OSError, wire.WireError):
                 self._kill(conn, None)
                 raise
-        started = f"worker start, {noted_as or ('spare' if spare else role)}"
+        started = f"worker start, {'spare' if spare else role}"
         parts = hello.get("boot_parts_ms") if isinstance(hello.get("boot_parts_ms"), dict) else {}
         for part, ms in (("sandbox", hello.get("sandbox_ms")), ("boot", hello.get("boot_ms")),
                          *((f"boot's {k}", v) for k, v in sorted(parts.items()))):
@@ -771,14 +764,8 @@ class Slot:
                 return conn
         if conn is not None:
             self._kill(conn, None)
-        t_spare, spare = time.perf_counter(), self._take_role_spare(role)
-        if spare is not None:
-            self.live[spare.pid] = role
-            self.note(f"worker start, {role}: taken from its spare (waited for its boot)", time.perf_counter() - t_spare)
-        conn = spare or self._spawn(timeout_s, None, role=role, uid=None, aside=aside)
-        if self.role_spares:
-            self._start_role_spare(role)
-        if (aside or spare is not None) and self.config["cpus"]:
+        conn = self._spawn(timeout_s, None, role=role, uid=None, aside=aside)
+        if aside and self.config["cpus"]:
             try:
                 pin_threads(conn.pid, self.config["cpus"])
             except OSError:
@@ -806,40 +793,6 @@ class Slot:
             evicted = [self._kept.pop(next(iter(self._kept))) for _ in range(len(self._kept) - self.max_kept)]
         for old in evicted:  # each holds a device context and its flush buffer
             self._end(old, None, key=("kept", old.pid))
-        return conn
-
-    def _start_role_spare(self, role: str) -> None:
-        """Start booting the slot's next worker of `role` ("expert" or "reference") on a thread of its own, on the
-        cores no slot is given, unless one is booting or ready (`role_spares`). It runs no task code until taken."""
-        with self._role_spare_lock:
-            if self._closing or role in self._role_spare:
-                return
-            box: list = []
-
-            def start() -> None:
-                try:
-                    box.append(self._spawn(self.boot_timeout_s, None, role=role, uid=None, aside=True,
-                                           noted_as=f"{role} spare"))
-                except Exception as e:  # noqa: BLE001 - a spare that failed is not used: the next start spawns its own
-                    box.append(e)
-
-            thread = threading.Thread(target=start, name=f"slot{self.index}-{role}-spare", daemon=True)
-            self._role_spare[role] = (thread, box)
-            thread.start()
-
-    def _take_role_spare(self, role: str) -> WorkerConn | None:
-        """The slot's spare worker of `role` once its boot is done, if it booted and is alive; else None (a dead one is
-        ended). The slot holds no spare of that role after."""
-        with self._role_spare_lock:
-            held = self._role_spare.pop(role, None)
-        if held is None:
-            return None
-        thread, box = held
-        thread.join()
-        conn = box[0] if box and isinstance(box[0], WorkerConn) else None
-        if conn is not None and _alive(conn.pid) is not None:
-            self._kill(conn, None)
-            return None
         return conn
 
     def kept_keys(self) -> set[str]:
@@ -1010,10 +963,6 @@ class Slot:
         spare, _ = self._joined_spare()
         if spare is not None:
             self._kill(spare, spare.uid)
-        for role in ("expert", "reference"):
-            spare = self._take_role_spare(role)
-            if spare is not None:
-                self._kill(spare, None)
         for name in list(self._kept):
             self._drop(name)
         for arena in self._out_arenas.values():

@@ -71,7 +71,7 @@ class GraderService:
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
-                 stalled_one_pair: bool = True, role_spares: bool = False, end_behind: bool = False,
+                 stalled_one_pair: bool = True, end_behind: bool = False,
                  keep_tasks: bool | int = False, memory_watch: bool = True, gated_check_calls: bool = True,
                  settled_pairs: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
@@ -83,9 +83,6 @@ class GraderService:
         None for the device's `budget_for`),
         `spare_workers` (each slot starts its next candidate's worker while it grades, `Slot.spawn`; None: on a
         GPU only, where a start-up takes seconds of CUDA),
-        `role_spares` (each slot boots its next expert and reference workers before a new task needs them,
-        `Slot._kept_or_started`; off: H100 run 88 graded round 1 in 118 s against 107 without, each start longer
-        beside more of them, and ran a reference out of device memory),
         `end_behind` (a worker the slot is done with is signalled at once and reaped, its device context torn down,
         on a thread of its own while the slot grades on: `Slot._end`; off until a GPU run has measured it),
         `keep_tasks` (each slot keeps the expert and reference workers of more tasks than its last two, as many as
@@ -166,7 +163,7 @@ class GraderService:
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
-                           spares=cuda if spare_workers is None else spare_workers, role_spares=role_spares,
+                           spares=cuda if spare_workers is None else spare_workers,
                            end_behind=end_behind, kept_tasks=self.kept_tasks)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other

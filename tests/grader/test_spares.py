@@ -1,6 +1,5 @@
 """Spare workers (`GraderService(spare_workers=True)`, `Slot.spawn`): each slot starts its next candidate's worker
-while it grades, under the other of its two candidate uids, and the next grade takes it. Role spares
-(`GraderService(role_spares=True)`, `Slot._kept_or_started`): the same for a new task's expert and reference.
+while it grades, under the other of its two candidate uids, and the next grade takes it.
 
 On by default only on a GPU (a start-up there takes seconds of CUDA); switched on here to test the same code on the
 CPU, with real zygotes, uids and namespaces.
@@ -56,37 +55,3 @@ def test_without_spares_every_grade_spawns_its_worker():
                                   for i in range(2)]))
     assert [r.sandbox.get("worker") for r in results] == ["spawned", "spawned"]
     assert all(r.status is Status.CORRECT for r in results)
-
-
-LOG_SOFTMAX = ("import torch\ndef run(x):\n    y = x - x.max(-1, keepdim=True).values\n"
-               "    return y - y.exp().sum(-1, keepdim=True).log()\n")
-
-
-def test_a_new_tasks_expert_and_reference_load_into_workers_booted_ahead():
-    """`role_spares`: once a slot starts a task's expert and reference workers, the next of each role boots ahead,
-    and the next task's code loads into them: both grades correct, the second task's workers taken from the spares
-    (no boot of their own), a spare of each role booting again, and none left once the service closes."""
-    with GraderService(mode="zygote", workers=1, role_spares=True) as svc:
-        slot = svc.slots[0]
-        before = dict(svc.gpu_lock.stats()["purposes"])
-        results = list(svc.grade([GradeRequest(attempt_id="r0", task_id=TASK, source=HONEST, language="pytorch"),
-                                  GradeRequest(attempt_id="r1", task_id="log_softmax_rows_fp32", source=LOG_SOFTMAX,
-                                               language="pytorch")]))
-        assert all(r.status is Status.CORRECT for r in results), [(r.status, r.reason) for r in results]
-        after = svc.gpu_lock.stats()["purposes"]
-
-        def count(purpose: str) -> int:
-            return after.get(purpose, (0, 0.0))[0] - before.get(purpose, (0, 0.0))[0]
-
-        for role in ("expert", "reference"):
-            # the first task's worker booted of its own; the second task's was its spare's, and another boots
-            assert count(f"worker start, {role}: taken from its spare (waited for its boot)") == 1, (role, after)
-            assert count(f"worker start, {role}: to its hello and gate") == 1, (role, after)
-            assert count(f"worker start, {role} spare: to its hello and gate") >= 2, (role, after)
-        spares = {role: slot._role_spare[role] for role in ("expert", "reference")}
-        for thread, _ in spares.values():
-            thread.join()
-        pids = {role: box[0].pid for role, (_, box) in spares.items()}
-        assert all(slot.live.get(pid) == f"{role} spare" for role, pid in pids.items()), (pids, slot.live)
-        uids = (slot.expert_uid, slot.reference_uid)
-    assert not any(sandbox.uid_pids(uid) for uid in uids)  # the spares end with the service, as the kept workers do
