@@ -88,7 +88,8 @@ def _write_cases(path: Path, rows: list[tuple[str, str, str, str, str]]) -> int:
 
 def prepare_cuda_own(out: Path, sampled_tasks: set[str]) -> int:
     """Our own CUDA candidates for tasks of the sample (tests/fixtures/cuda_own): an honest extension and a
-    CUDA-graph replay of library kernels, to hold the own-kernel rule to both sides on the GPU."""
+    CUDA-graph replay of library kernels, to hold the own-kernel rule to both sides on the GPU, and an extension that
+    fails to build with a library fallback (CUDA-L1's commonest shape), a build failure however it is found."""
     cases = json.loads((CUDA_OWN / "cases.json").read_text())
     rows = [(f"cuda_own:{name}", task, (CUDA_OWN / src).read_text(), "cuda", f"{status}/{code}")
             for name, (task, src, status, code) in cases["attempts"].items() if task in sampled_tasks]
