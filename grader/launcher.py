@@ -442,7 +442,7 @@ class Slot:
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
-                 output_arena: bool = True, spares: bool = False, end_behind: bool = False, kept_tasks: int = 2):
+                 output_arena: bool = True, spares: bool = False, kept_tasks: int = 2):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -493,15 +493,7 @@ class Slot:
         self.launch_gate = launch_gate
         self.reference_arena = reference_arena
         self.output_arena = output_arena
-        # The output arenas (`lend_output_arena`): one, or with `end_behind` one per candidate uid (below).
-        self._out_arenas: dict[int | None, wire.Arena] = {}
-        # Ends behind (`finish`, `_end`): a worker is signalled at once, and waited for on a thread of its own, where
-        # its device context is torn down (H100 run 93: 203 ms a candidate's end, 249 a reference's) while the slot
-        # grades on. Each candidate uid then has an arena of its own, scrubbed once its last user is reaped, and
-        # nothing starts under a uid before its ends are over (`_await_ended`).
-        self.end_behind = end_behind
-        self._ending: dict[object, list[threading.Thread]] = {}  # a uid (or a kept worker's pid) -> its ends behind
-        self._ending_lock = threading.Lock()
+        self._out_arena: wire.Arena | None = None  # the slot's candidates', one after another (`lend_output_arena`)
         self.boot_timeout_s = boot_timeout_s
         self.zygote: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
@@ -590,8 +582,6 @@ class Slot:
 
     def _spawn(self, timeout_s: float, memory_limit_mb: int | None, *, role: str, uid: int | None,
                spare: bool = False, aside: bool = False) -> WorkerConn:
-        if role == "candidate":  # nothing starts under a uid while a worker it ran is still being ended
-            self._await_ended(uid)
         config = self.config
         slot_limit = config["address_space_mb"]
         if memory_limit_mb and slot_limit:
@@ -678,27 +668,22 @@ class Slot:
         """Lend a fresh candidate worker, before any candidate code runs, the slot's arena for what its fetches
         copy to this side (an output, and the inputs kept with it), grown to `nbytes` (at most wire.ARENA_MAX; a
         bigger fetch takes a memfd). One arena serves the slot's candidates one after another, page-locked once;
-        `finish` scrubs it. With `end_behind`, a finished worker is reaped and its arena scrubbed while the slot
-        grades on, so each candidate uid has an arena of its own, lent again once that uid's ends are over
-        (`_await_ended`). Returns its state as the worker found it: "pinned", "mapped" or "off: why"."""
+        `finish` scrubs it. Returns its state as the worker found it: "pinned", "mapped" or "off: why"."""
         if not self.output_arena:
             return "off: switched off for this service"
         need = min(nbytes, wire.ARENA_MAX)
-        key = conn.uid if self.end_behind else None
-        self._await_ended(key)  # its last user reaped and its arena scrubbed
-        arena = self._out_arenas.get(key)
-        if arena is None or arena.nbytes < need:
-            if arena is not None:
-                arena.close()
-                del self._out_arenas[key]
+        if self._out_arena is None or self._out_arena.nbytes < need:
+            if self._out_arena is not None:
+                self._out_arena.close()
+                self._out_arena = None
             try:
-                arena = self._out_arenas[key] = wire.Arena(need, pin=self.device.startswith("cuda"))
+                self._out_arena = wire.Arena(need, pin=self.device.startswith("cuda"))
             except OSError as e:  # no memory to lend: the fetches take the memfd path
                 return f"off: {type(e).__name__}: {e}"[:300]
-        reply, _, _ = conn.request({"op": "arena"}, timeout_s, fd=arena.fd)
+        reply, _, _ = conn.request({"op": "arena"}, timeout_s, fd=self._out_arena.fd)
         state = str(reply.get("arena") or f"off: {reply.get('error') or 'no answer'}")[:300]
         if not state.startswith("off"):
-            conn.out_arena = arena
+            conn.out_arena = self._out_arena
         # Counted again: page-locking is the driver's work on a thread the worker starts and ends (wire._cudart_alone),
         # and whatever the driver keeps of it is no candidate's, which has not run yet.
         conn.baseline_threads = sandbox.thread_count(conn.pid)
@@ -792,7 +777,7 @@ class Slot:
             self._kept[name] = conn
             evicted = [self._kept.pop(next(iter(self._kept))) for _ in range(len(self._kept) - self.max_kept)]
         for old in evicted:  # each holds a device context and its flush buffer
-            self._end(old, None, key=("kept", old.pid))
+            self._kill(old, None)
         return conn
 
     def kept_keys(self) -> set[str]:
@@ -829,72 +814,17 @@ class Slot:
                 return
             conn = self._kept.pop(name, None)
         if conn is not None:
-            self._end(conn, None, key=("kept", conn.pid))
+            self._kill(conn, None)
 
-    def finish(self, conn: WorkerConn | None, how_needed: bool = True) -> str:
-        """Kill the worker and everything it left behind; describe how it had ended. With `end_behind`, when the
-        caller does not need to know how (`how_needed` False: "ended behind"), every process of its uid is signalled
-        now and the worker is reaped, and its arena scrubbed, on a thread of its own (`_end`)."""
+    def finish(self, conn: WorkerConn | None) -> str:
+        """Kill the worker and everything it left behind, then scrub its output arena; describe how it had ended."""
         if conn is None:
             return "no worker"
-        if self.end_behind and not how_needed:
-            self._end(conn, conn.uid, key=conn.uid)
-            return "ended behind"
-        return self._ended_now(conn, conn.uid)
-
-    def _ended_now(self, conn: WorkerConn, uid: int | None) -> str:
-        """Kill and reap the worker (`_kill`), then scrub its output arena; how it ended."""
-        how = self._kill(conn, uid)
+        how = self._kill(conn, conn.uid)
         if conn.out_arena is not None:  # the worker is gone: nothing writes it any more
             conn.out_arena.scrub()
             conn.out_arena = None
         return how
-
-    def _end(self, conn: WorkerConn, uid: int | None, key: object) -> None:
-        """End a worker the slot is done with: at once without `end_behind` (`_ended_now`). With it, the worker, its
-        process group and (given `uid`, a candidate's) every process of `uid` are signalled now, so nothing of
-        theirs runs once this returns, and a thread of its own waits for the worker's end (its device context torn
-        down), reaps it, closes what it was lent and scrubs its output arena (H100 run 93: a candidate's end took
-        203 ms of its slot's time, a reference's 249). `key`: a candidate's uid (None without root): the next start
-        under it and the next lending of its arena wait for its ends (`_await_ended`); a kept worker's `("kept",
-        pid)`: its uid's other workers live on beside it, and only `close` waits for it. A closing slot ends at once."""
-        if not self.end_behind or self._closing:
-            self._ended_now(conn, uid)
-            return
-        t, role = time.perf_counter(), self.live.get(conn.pid) or "failed to start"
-        _signal_all(conn, uid)
-        self.note(f"worker end, {role}: signalled (reaped behind)", time.perf_counter() - t)
-        arena, conn.out_arena = conn.out_arena, None
-
-        def reap() -> None:
-            t0 = time.perf_counter()
-            _wait_ended(conn.pid, self.END_WAIT_S)  # its channel to the zygote is not held while the device's is torn down
-            self._gone(conn.pid)
-            self._reaped(conn)
-            if arena is not None:  # the worker is gone: nothing writes it any more
-                arena.scrub()
-            self.note(f"worker end, {role}: reaped behind", time.perf_counter() - t0)
-
-        thread = threading.Thread(target=reap, name=f"slot{self.index}-end{conn.pid}", daemon=True)
-        with self._ending_lock:  # `close` takes it to say the slot is closing: then it waits for this end, or
-            behind = not self._closing  # this end is made here, at once
-            if behind:
-                ends = self._ending.setdefault(key, [])
-                ends[:] = [e for e in ends if e.is_alive()]
-                ends.append(thread)
-                thread.start()
-        if not behind:
-            reap()
-
-    END_WAIT_S = 30.0
-    """How long an end behind waits for its worker's process to be over before reaping it all the same."""
-
-    def _await_ended(self, key: object) -> None:
-        """Wait for the ends behind under `key` (a uid; None: every end of a worker without one), if any."""
-        with self._ending_lock:
-            ends = self._ending.pop(key, [])
-        for thread in ends:
-            thread.join()
 
     def _kill(self, conn: WorkerConn, uid: int | None) -> str:
         t, role = time.perf_counter(), self._gone(conn.pid) or "failed to start"  # never said hello
@@ -954,20 +884,17 @@ class Slot:
         return how
 
     def close(self) -> None:
-        with self._ending_lock:  # no end goes behind from here (`_end`)
-            self._closing = True
+        self._closing = True
         for thread in self._ahead:  # a start ahead ends in its worker kept, or in nothing
             thread.join(self.boot_timeout_s)
-        for key in list(self._ending):  # ends behind reap through the zygote's channel: over before it closes
-            self._await_ended(key)
         spare, _ = self._joined_spare()
         if spare is not None:
             self._kill(spare, spare.uid)
         for name in list(self._kept):
             self._drop(name)
-        for arena in self._out_arenas.values():
-            arena.close()
-        self._out_arenas.clear()
+        if self._out_arena is not None:
+            self._out_arena.close()
+            self._out_arena = None
         if self.ctl is not None:
             try:
                 zygote.ctl_send(self.ctl, {"op": "bye"})
@@ -997,13 +924,6 @@ def _signal_all(conn: WorkerConn, uid: int | None) -> None:
             fn()
     if uid is not None:
         sandbox.kill_uid(uid)
-
-
-def _wait_ended(pid: int, timeout_s: float) -> None:
-    """Wait, polling /proc, until a signalled `pid` is over (a zombie, or gone), at most `timeout_s`."""
-    deadline = time.perf_counter() + timeout_s
-    while _alive(pid) is None and time.perf_counter() < deadline:
-        time.sleep(0.005)
 
 
 def _alive(pid: int) -> None | int:

@@ -71,9 +71,8 @@ class GraderService:
                  check_windows: bool = True, device_first: bool = True, build_ahead: int | None = None,
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
-                 stalled_one_pair: bool = True, end_behind: bool = False,
-                 keep_tasks: bool | int = False, memory_watch: bool = True, gated_check_calls: bool = True,
-                 settled_pairs: bool = True):
+                 stalled_one_pair: bool = True, keep_tasks: bool | int = False, memory_watch: bool = True,
+                 gated_check_calls: bool = True, settled_pairs: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -83,8 +82,6 @@ class GraderService:
         None for the device's `budget_for`),
         `spare_workers` (each slot starts its next candidate's worker while it grades, `Slot.spawn`; None: on a
         GPU only, where a start-up takes seconds of CUDA),
-        `end_behind` (a worker the slot is done with is signalled at once and reaped, its device context torn down,
-        on a thread of its own while the slot grades on: `Slot._end`; off until a GPU run has measured it),
         `keep_tasks` (each slot keeps the expert and reference workers of more tasks than its last two, as many as
         the device's memory allows (`kept_tasks_for`; an int: that many), and takes a task it keeps before the
         queue's first; as it begins a task, the others' workers give their cached memory back:
@@ -163,8 +160,7 @@ class GraderService:
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
-                           spares=cuda if spare_workers is None else spare_workers,
-                           end_behind=end_behind, kept_tasks=self.kept_tasks)
+                           spares=cuda if spare_workers is None else spare_workers, kept_tasks=self.kept_tasks)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()

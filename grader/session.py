@@ -385,7 +385,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         t = time.perf_counter()
         if g is not None:
             late = g.conn.drain_audit()
-            how = slot.finish(g.conn, how_needed=status is Status.CRASHED)  # only a crash is told by how it ended
+            how = slot.finish(g.conn)
             if status is Status.CRASHED and how == f"exited with code {guard.AUDIT_EXIT}":
                 status, code = Status.CHEAT_FLAGGED, Reason.AUDIT_CHANNEL
                 reason = "replaced or closed the worker's audit channel while it had a reach to report"
