@@ -173,8 +173,8 @@ class Effort:
     extensions built or served (CUDA-L1's attempts catch the build error and fall back to PyTorch), is floored
     `compile_error` at once (`failed_build_floor`), not once its fallback breaks a rule or gives a wrong output at its
     first size: with no code of its own, every fault it can be found in is that build failure
-    (`_built_instead`, 0.19.1). H100 run 109's round 1: seven such attempts, their grades 4.1-24.5 s, of which
-    41.6 slot-seconds came after the load (6% of the round), in check calls, references and the expert's start. What
+    (`_built_instead`, 0.19.1). H100 run 109's round 1: seven such attempts, their grades 4.0-24.5 s, of which
+    40.0 slot-seconds came after the load (6% of the round), in check calls, references and the expert's start. What
     the early floor changes besides the time: a fallback that would have hung or crashed is `compile_error` too.
     Off until a GPU run has measured it (bench/gpu_acceptance.py --with failed_build_floor)."""
     keep_size_memory: bool = False
