@@ -963,10 +963,10 @@ def outcome_lines(round1: list[GradeResult], workers: int, round1_s: float | Non
     had = f" of the {workers} slots' {workers * round1_s:.0f}" if round1_s else ""
     out = [f"== round 1's slot time by what the grades came to ({len(round1)} grades, {total:.0f} slot-seconds{had})",
            "  outcome\tgrades\tslot-s\tshare\tmedian s\tmedian " + " / ".join(OUTCOME_PHASES) + " s"]
-    for kind, rs in sorted(by.items(), key=lambda kv: -sum(r.phase_seconds.get("total", 0.0) for r in kv[1])):
-        spent = sum(r.phase_seconds.get("total", 0.0) for r in rs)
+    spent = {kind: sum(r.phase_seconds.get("total", 0.0) for r in rs) for kind, rs in by.items()}
+    for kind, rs in sorted(by.items(), key=lambda kv: -spent[kv[0]]):
         med = [statistics.median(r.phase_seconds.get(p, 0.0) for r in rs) for p in ("total",) + OUTCOME_PHASES]
-        out.append(f"  {kind}\t{len(rs)}\t{spent:.1f}\t{spent / total:.0%}\t{med[0]:.1f}\t"
+        out.append(f"  {kind}\t{len(rs)}\t{spent[kind]:.1f}\t{spent[kind] / total:.0%}\t{med[0]:.1f}\t"
                    + " / ".join(f"{m:.1f}" for m in med[1:]))
     return out
 

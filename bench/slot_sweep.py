@@ -32,6 +32,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.recorded import jsonl_lines  # noqa: E402
 
 COLUMNS = ("run", "slots", "attempts", "tasks", "round 1 s", "per GPU-hour", "graded again", "slot-s a grade",
            "expert/reference CUDA start s", "lock windows/draws/idle s", "device GiB max", "statuses")
@@ -160,7 +163,7 @@ def main() -> int:
                     if line.strip():
                         statuses[json.loads(line).get("status", "?")] += 1
             retried = run_dir / "grades_retried.jsonl"
-            again = sum(1 for line in retried.read_text().splitlines() if line.strip()) if retried.exists() else 0
+            again = len(jsonl_lines(retried)) if retried.exists() else 0
             rows.append(row(name, read_summary(text), statuses, again))
             (args.out / "sweep.txt").write_text(table(rows) + "\n")  # after every run: a cut-off call keeps it
             shutil.rmtree(run_dir, ignore_errors=True)

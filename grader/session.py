@@ -184,10 +184,12 @@ class Effort:
     A candidate's worker always gives them back. H100 run 102: a reference's answer at a size new to its worker took
     51.8 ms a round trip (inputs 14.4, run 26.0; 587 of them) against 16.3 (0.4, 4.3; 2,189) at the size it was at,
     and such answers held check windows and loop draws 33.4 holder-seconds, 13.7 s of the device windows' wait on
-    draws (21%); its 2,032 trims took 77.8 s of slot time in no window. Off until a GPU run has measured it
-    (bench/gpu_acceptance.py --with keep_size_memory): each kept worker then holds the blocks of every size of its
-    task, and a dozen slots' workers doing so ran an H200 out of memory (runs 65 and 66), which is what the threshold
-    is for."""
+    draws (21%); its 2,032 trims took 77.8 s of slot time in no window. Each kept worker then holds the blocks of
+    every size of its task, and a dozen slots' workers doing so ran an H200 out of memory (runs 65 and 66), which is
+    what the threshold is for. Off: H100 run 107 (ABAB, 96 demo attempts) graded 2,544 and 2,772 per GPU-hour with it
+    against 2,652 and 2,748 without; the device read under the threshold for 26-29 of a run's ~240 moves, so a
+    reference's answer at a new size kept its cost (65-75 ms a round trip either way)
+    (bench/gpu_acceptance.py --with keep_size_memory)."""
     traced_release: bool = True
     """A size's traced call holds its draw window only up to its worker's "released" (the call over, the device
     synchronised again: `WorkerConn.request(released=...)`), not up to its reply: the device's session closes (its
