@@ -65,33 +65,49 @@ def grade_with_retries(retries: int, service_grade: Callable[[list[GradeRequest]
     """Yield one outcome per request, in completion order; raise GradingIncomplete for lost ones.
 
     An infra_error (the grader's failure, not the candidate's) and a request the service never answered are
-    sent again, up to `retries` more times; the wall time of thrown-away tries is counted against them."""
-    pending = {r.attempt_id: r for r in requests}
-    tries = dict.fromkeys(pending, 0)
-    wasted = dict.fromkeys(pending, 0.0)
+    sent again, up to `retries` more times; the wall time of thrown-away tries is counted against them. Requests
+    for the same attempt (the acceptance's repeats, one seed each) are each answered: a result, which names its
+    attempt but not the request's seed, answers the first of that attempt's requests still unanswered in the try.
+    Until 2026-12-06 they were keyed by attempt alone, and every repeat but the last was silently dropped."""
+    pending: dict[str, list[_Pending]] = {}
+    for r in requests:
+        pending.setdefault(r.attempt_id, []).append(_Pending(r))
     for round_no in range(retries + 1):
         if not pending:
             return
-        batch = list(pending.values())
-        for r in batch:
-            tries[r.attempt_id] += 1
+        unanswered = {aid: list(entries) for aid, entries in pending.items()}
+        batch = [e.request for entries in pending.values() for e in entries]
+        for entries in pending.values():
+            for e in entries:
+                e.tries += 1
         started = time.monotonic()
-        answered: set[str] = set()
         for result in service_grade(batch):
-            if result.attempt_id not in pending or result.attempt_id in answered:
+            if not unanswered.get(result.attempt_id):
                 raise GradingIncomplete(
                     f"grader returned a result for an unknown or already answered attempt {result.attempt_id!r}")
-            answered.add(result.attempt_id)
+            e = unanswered[result.attempt_id].pop(0)
             if result.status is Status.INFRA_ERROR and round_no < retries:
-                wasted[result.attempt_id] += float(result.phase_seconds.get("total", 0.0))
+                e.retry_s += float(result.phase_seconds.get("total", 0.0))
                 continue
-            del pending[result.attempt_id]
-            yield GradeOutcome(result, tries[result.attempt_id], wasted[result.attempt_id])
+            pending[result.attempt_id].remove(e)
+            if not pending[result.attempt_id]:
+                del pending[result.attempt_id]
+            yield GradeOutcome(result, e.tries, e.retry_s)
         # Requests the service never answered cost this round's wall time; count it against them.
-        for aid in set(pending) - answered:
-            wasted[aid] += (time.monotonic() - started) / len(batch)
+        for entries in unanswered.values():
+            for e in entries:
+                e.retry_s += (time.monotonic() - started) / len(batch)
     if pending:
         raise GradingIncomplete(f"no grade after {retries + 1} tries for: {sorted(pending)[:10]}")
+
+
+@dataclass(eq=False)
+class _Pending:
+    """One request still owed an outcome, with what it has cost so far."""
+
+    request: GradeRequest
+    tries: int = 0
+    retry_s: float = 0.0
 
 
 def service_grade(spec: GraderSpec, batch: list[GradeRequest]) -> Iterator[GradeResult]:
