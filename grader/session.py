@@ -168,15 +168,6 @@ class Effort:
     run there beside the twin either way; a change it finds floors the attempt, whose pairs then count for nothing.
     On since grader 0.20.0 with `gated_check_calls` (H100 runs 102 and 103, there) (bench/gpu_acceptance.py
     --without settled_pairs)."""
-    failed_build_floor: bool = False
-    """A cuda candidate whose own extension failed to build at load, and that loaded all the same with none of its
-    extensions built or served (CUDA-L1's attempts catch the build error and fall back to PyTorch), is floored
-    `compile_error` at once (`failed_build_floor`), not once its fallback breaks a rule or gives a wrong output at its
-    first size: with no code of its own, every fault it can be found in is that build failure
-    (`_built_instead`, 0.19.1). H100 run 109's round 1: seven such attempts, their grades 4.0-24.5 s, of which
-    40.0 slot-seconds came after the load (6% of the round), in check calls, references and the expert's start. What
-    the early floor changes besides the time: a fallback that would have hung or crashed is `compile_error` too.
-    Off until a GPU run has measured it (bench/gpu_acceptance.py --with failed_build_floor)."""
     keep_size_memory: bool = False
     """A kept worker (a task's expert or reference) moving to another size keeps its cached device memory while the
     device has room (`KEEP_MEMORY_BELOW`, one NVML reading as it moves: `_room_to_keep`), so that the blocks of the
@@ -362,10 +353,6 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         if not reply.get("ok"):
             raise Floor(Status.COMPILE_ERROR, Reason.COMPILE, _tail(reply.get("error", "")))
         phases["compile"] = time.perf_counter() - t
-        early = failed_build_floor(req.language, g.build_failed, sandbox_layers.get("ext_cache", {})) \
-            if effort.failed_build_floor else None
-        if early is not None:
-            raise early
         for size, hidden in sizes:
             with _part(g, "a size's other work"):  # what no part inside names: trims, the floor check, the record
                 sr, m = _grade_size(g, size, hidden, first=not sizes_out and effort.judge_first)
@@ -1415,17 +1402,6 @@ Lookup` and `## Call CompiledFxGraph <hash> ##`, and none of its aten ops."""
 def _base_op(op: str) -> str:
     """An op's name without its in-place or out-variant mark: `aten::cumsum_` is `aten::cumsum`."""
     return op.removesuffix("_out").rstrip("_") if "::" in op else op
-
-
-def failed_build_floor(language: str, build_failed: str, ext_cache: dict) -> Floor | None:
-    """The floor of a cuda candidate whose own extension failed to build at load and that has no extension of its own
-    built or served (`ext_cache`: the grade's record of the cache, `_ext_record`), so that no code of its own can
-    compute the answer (`Effort.failed_build_floor`); None for any other candidate."""
-    if language != "cuda" or not build_failed or ext_cache.get("built") or ext_cache.get("served"):
-        return None
-    return Floor(Status.COMPILE_ERROR, Reason.COMPILE,
-                 f"its own extension failed to build at load ({build_failed[-300:]}), and none of its extensions "
-                 "built: no code of its own is left to compute the answer")
 
 
 def _built_instead(g: _Grade, floor: Floor, what: str) -> Floor:

@@ -167,28 +167,6 @@ def test_a_cuda_fallbacks_wrong_output_after_a_failed_build_is_the_same_build_fa
     assert judged("cuda", "") is wrong and judged("pytorch", error) is wrong and judged("triton", error) is wrong
 
 
-def test_a_cuda_candidate_with_no_extension_built_is_floored_at_load_only_with_the_part_on():
-    """`Effort.failed_build_floor`: a cuda candidate whose own extension failed to build at load, none of its
-    extensions built or served, has no code of its own left to compute the answer, so the build failure that every
-    fault of its fallback would be (`_built_instead`) is its floor at once. A candidate with one extension built or
-    served beside the failed one, a build that did not fail, or another language is graded on as before. The grade's
-    own use of it runs on a GPU only (tests/fixtures/cuda_own/softmax_failed_build_fallback.py, the acceptance's
-    cuda_own group): on the CPU no cuda candidate loads."""
-    from grader.session import Effort, failed_build_floor
-
-    error = "cuda.cu(12): error: expected a \";\""
-    record = {"sealed": True, "offered": 1, "served": 0, "built": 0, "filed": 0, "replayed": 1, "failed": [error]}
-    floor = failed_build_floor("cuda", error, record)
-    assert (floor.status, floor.code) == (Status.COMPILE_ERROR, Reason.COMPILE)
-    assert "failed to build at load (cuda.cu(12): error" in floor.reason
-    assert "none of its extensions built" in floor.reason
-    assert failed_build_floor("cuda", error, {**record, "built": 1}) is None
-    assert failed_build_floor("cuda", error, {**record, "served": 1}) is None
-    assert failed_build_floor("cuda", "", record) is None
-    assert failed_build_floor("triton", error, record) is None and failed_build_floor("pytorch", error, record) is None
-    assert Effort().failed_build_floor is False  # off until a GPU run has measured it
-
-
 def test_code_torch_generated_in_an_observed_call_floors_whatever_the_language():
     """A compiled region records none of the ops it computes (the source refusal of torch.compile is the
     first line; this is the one behind it, for code that reached the compiler by another name)."""
