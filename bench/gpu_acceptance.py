@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.grade_corpus import adversarial_requests, demo_requests, expert_requests  # noqa: E402
-from bench.hostwatch import HostWatch, memory_by_kind  # noqa: E402
+from bench.hostwatch import HostWatch, host_profile, memory_by_kind, profile_line  # noqa: E402
 from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult, Reason, Status  # noqa: E402
 from grader.labels import point_label  # noqa: E402
 from grader.timing import median, median_ci  # noqa: E402
@@ -577,7 +577,7 @@ def environment(svc) -> dict:
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": svc.device_name,
             "python": platform.python_version(),
             "torch": torch.__version__, "triton": triton.__version__, "fingerprint_id": svc.fingerprint_id,
-            "fingerprint": svc.fingerprint}
+            "fingerprint": svc.fingerprint, "host": host_profile()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -679,7 +679,8 @@ def main(argv: list[str] | None = None) -> int:
         summary += "\n" + "\n".join(memory_lines(svc))
         summary += "\n" + "\n".join(host_lines(host, clock))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
-                                              f"triton {env['triton']} python {env['python']}\n{summary}\n")
+                                              f"triton {env['triton']} python {env['python']}\n"
+                                              f"# {profile_line(env['host'])}\n{summary}\n")
         say(summary)
 
     without = {w for w in args.without.split(",") if w}
@@ -726,7 +727,8 @@ def main(argv: list[str] | None = None) -> int:
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}; "
             f"min_reps {svc.effort.min_reps}, target half-width {svc.effort.target_log2_halfwidth}, size budget "
             f"{svc.effort.size_budget_s} s; switched on: "
-            f"{', '.join([p for p in OPT_IN if getattr(svc.effort, p)] + sorted(served)) or 'nothing'}")
+            f"{', '.join([p for p in OPT_IN if getattr(svc.effort, p)] + sorted(served)) or 'nothing'}\n"
+            f"# {profile_line(env['host'])}")
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
         watch = svc.watch
         host.append(HostWatch(svc.roles, device_used=watch.used if watch is not None else None,

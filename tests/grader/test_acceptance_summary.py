@@ -52,6 +52,23 @@ def test_no_honest_kernel_is_stopped_at_the_clip_in_a_run_that_timed_them_in_ful
     assert not [line for line in lines if line.startswith("  STOPPED AT THE CLIP ")]
 
 
+def test_the_run_says_what_host_it_ran_on():
+    """Round 1 took 91 s on H100 run 102's host and 111-125 s on runs 106-112's with the same code, and no record
+    said what the hosts were: the acceptance's environment and summary head now carry the CPU's model, the cores,
+    the load and a fixed Python loop's time, read from this host."""
+    from bench.hostwatch import cpu_model, host_profile, profile_line
+
+    x86 = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: fpu\n"
+    assert cpu_model(x86 + x86.replace("8480+", "other")) == "Intel(R) Xeon(R) Platinum 8480+"
+    assert cpu_model("processor\t: 0\nCPU part\t: 0xd4f\n") == "0xd4f" and cpu_model("") == ""
+    profile = host_profile(repeats=1)
+    assert profile["cpus"] == len(os.sched_getaffinity(0)) and profile["python_loop_ms"] > 0
+    assert profile["cpu_model"] == cpu_model(pathlib.Path("/proc/cpuinfo").read_text())
+    line = profile_line(profile)
+    assert line.startswith(f"host: {profile['cpu_model'] or 'CPU model unknown'}, {profile['cpus']} cores, load ")
+    assert line.endswith(f"a fixed Python loop {profile['python_loop_ms']} ms")
+
+
 def test_host_watch_reads_the_host_and_summarises_a_stretch():
     """bench/hostwatch.py: /proc/stat's busy share leaves idle and iowait out; a process's CPU seconds are its user
     and system ticks; a live sampler's summary names the parent's cores and its threads' wake-up delay."""
