@@ -22,8 +22,8 @@ with `memory_watch`, a candidate out of memory is judged on the device's full re
 0.20.2: the opt-in `role_spares` removed (slower on H100 run 88; off, so no default grade changes).
 0.20.3: the opt-in `end_behind` removed (no gain on H200 run 95; off, so no default grade changes).
 0.20.4: the opt-in `failed_build_floor` removed (no gain on H100 run 111; off, so no default grade changes).
-0.20.5: the views that reorder dimensions under other names (`aten::numpy_T`, `mT`, `movedim`...) are structural ops:
-`x.T` no longer floors an honest PyTorch or own-kernel candidate as a library op."""
+0.20.5: the views of real tensors missing from the structural ops (`aten::numpy_T`, `mT`, `movedim`, `ravel`,
+`broadcast_to`, `unfold`, the splits...) are in them: `x.T` no longer floors an honest candidate as a library op."""
 
 REWARD_FLOOR = -24.0
 """Reward of every attempt that is not a correct, unflagged kernel."""

@@ -140,15 +140,18 @@ STRUCTURAL_OPS = frozenset(f"aten::{op}" for op in (
     "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "fill_", "zero_", "set_",
     "resize_", "copy_", "clone", "contiguous", "to", "_to_copy", "lift_fresh", "detach", "alias", "view", "view_as",
     "reshape", "_reshape_alias", "_unsafe_view", "as_strided", "expand", "expand_as", "t", "transpose", "permute",
-    "numpy_T", "mT", "mH", "adjoint", "matrix_H", "movedim", "moveaxis", "swapaxes", "swapdims", "squeeze", "unsqueeze", "flatten", "unflatten", "select", "slice", "narrow", "unbind", "split",
+    "numpy_T", "mT", "mH", "adjoint", "matrix_H", "movedim", "moveaxis", "swapaxes", "swapdims", "ravel", "reshape_as",
+    "broadcast_to", "diagonal", "unfold", "tensor_split", "hsplit", "vsplit", "dsplit", "squeeze", "unsqueeze", "flatten", "unflatten", "select", "slice", "narrow", "unbind", "split",
     "split_with_sizes", "chunk", "resolve_conj", "resolve_neg", "_local_scalar_dense", "item", "arange",
     "result_type", "scalar_tensor", "lift", "lift_fresh_copy", "_has_compatible_shallow_copy_type"))
 """What an own-kernel candidate may ask the library for: memory, layout and dtype, never arithmetic. Any
 other aten op in its call computed part of the answer with the library (threat 17): an allow-list,
 so an alias, an in-place or private variant or a more general op is refused like the op itself. The views that
 reorder dimensions under other names (`x.T` records `aten::numpy_T`, `x.mT`, `x.movedim`...) are layout, as
-`transpose` and `permute` are: until grader 0.20.5 they were missing, and the demo's honest
-`attention_fp16/per_head_loop.py` (`k.float().T`) was floored as a library op on every device (H100 run 115)."""
+`transpose` and `permute` are, and so are the other views of real tensors (`ravel`, `broadcast_to`, `diagonal`,
+`unfold`, the splits): until grader 0.20.5 they were missing, and the demo's honest
+`attention_fp16/per_head_loop.py` (`k.float().T`) was floored as a library op on every device (H100 run 115). Views
+that carry a lazy operation (`conj`, `_neg_view`) or move data to another device (`cpu`) stay out."""
 
 
 def _aten(*names: str) -> frozenset[str]:
