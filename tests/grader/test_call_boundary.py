@@ -565,8 +565,8 @@ def test_every_name_for_a_reordering_view_is_a_structural_op():
     views = [lambda x: x.T, lambda x: x.mT, lambda x: x.mH, lambda x: x.adjoint(), lambda x: x.movedim(0, 2),
              lambda x: x.moveaxis(0, 2), lambda x: x.swapaxes(0, 1), lambda x: x.swapdims(0, 1),
              lambda x: x[0].H, lambda x: x.ravel(), lambda x: x.reshape_as(x.flatten(0, 1)),
-             lambda x: x[0, 0].broadcast_to(4, 6), lambda x: x.diagonal(), lambda x: x.unfold(2, 2, 2), lambda x: x.tensor_split(2), lambda x: x.hsplit(2),
-             lambda x: x.vsplit(2), lambda x: x.dsplit(2)]
+             lambda x: x[0, 0].broadcast_to(4, 6), lambda x: x.diagonal(), lambda x: x.unfold(2, 2, 2),
+             lambda x: x.tensor_split(2), lambda x: x.hsplit(2), lambda x: x.vsplit(2), lambda x: x.dsplit(2)]
     for view in views:
         with profile() as prof:
             out = view(a)
