@@ -32,6 +32,13 @@ BUILDS = re.compile(r"\b(load_inline|cpp_extension)\b")
 BUILD_TIMEOUT_S = 900.0
 """The longest a build ahead may run (an attempt's own budget when shorter)."""
 
+BUILD_NICENESS = 10
+"""Added to a builder's niceness with the service's `nice_builds`: in the acceptance's round 1 (H100 runs 110 and
+112) 4 builders, each keeping about 2 cores busy with a compiler, took 386-420 s of the round's 111-123 s, the host's
+16 CPUs were busy at a median 56-63% against 40% in a round 1 with fewer builds (run 115), and the same code graded
+round 1 in 91 s on a faster host (run 102). A nice builder's compiler takes the cores the workers leave idle; its
+attempt waits in the queue, not in a slot, until it is done."""
+
 MAX_REPORT_BYTES = 360 << 20
 """Largest report a builder may print (its binaries, base64; `compile_cache.MAX_ENTRY_BYTES` is 256 MiB): a builder
 that prints more is killed (`run_confined`'s cap), and nothing of it is filed."""
@@ -94,11 +101,12 @@ def arch_list(device: str) -> str | None:
 
 
 def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = (), address_space_mb: int | None = 16384,
-          arch: str | None = None) -> dict:
+          arch: str | None = None, nice: int = 0) -> dict:
     """Import `source` in a confined builder and file what it built and what failed conclusively; the record of it
     (`s`, what the builder reported, what the parent `filed`, and how it ended). The builder is offered what the cache
     holds for the program already (an earlier round's build or failure), and compiles only what it lacks. `arch`: the
-    TORCH_CUDA_ARCH_LIST the grade's workers build with (`arch_list`)."""
+    TORCH_CUDA_ARCH_LIST the grade's workers build with (`arch_list`). `nice`: the builder's niceness, added to this
+    process's (`BUILD_NICENESS` with the service's `nice_builds`)."""
     from grader.confine import run_confined
 
     t0 = time.perf_counter()
@@ -110,7 +118,7 @@ def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = 
     done = run_confined(_BUILDER, json.dumps(job).encode(), timeout_s, memory_mb=address_space_mb,
                         fsize_mb=65536, nproc=512, tmp_mb=1024, hide_extra=list(hide_extra),
                         preload=["grader.compile_cache"], output_cap=MAX_REPORT_BYTES,
-                        env_extra={"TORCH_CUDA_ARCH_LIST": arch} if arch else None)
+                        env_extra={"TORCH_CUDA_ARCH_LIST": arch} if arch else None, nice=nice)
     record: dict = {"s": round(time.perf_counter() - t0, 2)}
     if done.timed_out or done.overflowed:
         return {**record, "outcome": f"timed out after {timeout_s:.0f} s" if done.timed_out
@@ -140,10 +148,10 @@ class Builders:
     """A pool of `n` builder threads, each running one confined build at a time, in the order submitted."""
 
     def __init__(self, n: int, cache, env, on_done: Callable[[object, dict], None], *, hide_extra: list[str] = (),
-                 address_space_mb: int | None = 16384, arch: str | None = None):
+                 address_space_mb: int | None = 16384, arch: str | None = None, nice: int = 0):
         self._jobs: queue.Queue = queue.Queue()
         self._cache, self._env, self._on_done = cache, env, on_done
-        self._hide, self._as_mb, self._arch = list(hide_extra), address_space_mb, arch
+        self._hide, self._as_mb, self._arch, self._nice = list(hide_extra), address_space_mb, arch, nice
         self._threads = [threading.Thread(target=self._run, name=f"builder-{i}", daemon=True) for i in range(n)]
         for t in self._threads:
             t.start()
@@ -163,7 +171,7 @@ class Builders:
             waited = time.perf_counter() - t_queued
             try:
                 record = build(source, self._cache, self._env, timeout_s, hide_extra=self._hide,
-                               address_space_mb=self._as_mb, arch=self._arch)
+                               address_space_mb=self._as_mb, arch=self._arch, nice=self._nice)
             except Exception as e:  # noqa: BLE001 - a builder's failure costs the grade a compile, never the grade
                 record = {"outcome": f"builder error: {type(e).__name__}: {e}"[:300]}
             self._on_done(key, {**record, "queued_s": round(waited, 2)})

@@ -56,13 +56,14 @@ class Confined:
 def run_confined(program: str, stdin: bytes, timeout_s: float, *, memory_mb: int = 8192, fsize_mb: int = 16,
                  nproc: int = 64, tmp_mb: int = 512, hide_extra: list[str] = (), preload: list[str] = (),
                  output_cap: int = 64 << 20, env_extra: dict[str, str] | None = None,
-                 cover: list[str] | None = None) -> Confined:
+                 cover: list[str] | None = None, nice: int = 0) -> Confined:
     """Run `program` (Python source) in a sandboxed CPU-only child fed `stdin`; never raises for what
     the program does. Every process it leaves is killed before this returns. `preload`: modules of the grader's
     the program may import (imported before the sandbox hides the checkout). `output_cap`: the most bytes kept of
     its stdout and of its stderr; a program that writes more is killed (corpus code must not fill our memory).
     `env_extra`: variables set for it besides the scrubbed environment's. `cover`: device nodes covered by
-    /dev/null in its sandbox (default: the host's GPU's, `gpu_nodes`)."""
+    /dev/null in its sandbox (default: the host's GPU's, `gpu_nodes`). `nice`: added to its niceness before anything
+    of it runs, so every process it starts (a compiler) yields the host's cores to the grading's workers."""
     from grader import launcher, sandbox
 
     uid, lock = launcher.claim_uid() if os.geteuid() == 0 else (None, None)
@@ -70,7 +71,7 @@ def run_confined(program: str, stdin: bytes, timeout_s: float, *, memory_mb: int
     config = {"program": program, "hide": launcher.sealed_paths(list(hide_extra)), "reveal": launcher.revealed_paths(),
               "uid": uid, "memory_mb": memory_mb, "fsize_mb": fsize_mb, "nproc": nproc, "tmp_mb": tmp_mb,
               "preload": [m for m in preload if m.startswith("grader.")],
-              "cover": gpu_nodes() if cover is None else list(cover)}
+              "cover": gpu_nodes() if cover is None else list(cover), "nice": int(nice)}
     env[_CONFIG_VAR] = json.dumps(config)
     proc = subprocess.Popen([sys.executable, "-m", "grader.confine"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, cwd="/", start_new_session=True)
@@ -135,6 +136,8 @@ def _child() -> None:
     from grader.zygote import leave, relay_ns_child, settle_in  # imported now: the checkout is hidden in the sandbox
 
     config = json.loads(os.environ.pop(_CONFIG_VAR))
+    if config.get("nice"):
+        os.nice(config["nice"])
     import importlib
 
     for name in config.get("preload", []):

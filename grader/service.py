@@ -72,7 +72,7 @@ class GraderService:
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, keep_tasks: bool | int = False, memory_watch: bool = True,
-                 gated_check_calls: bool = True, settled_pairs: bool = True):
+                 gated_check_calls: bool = True, settled_pairs: bool = True, nice_builds: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -90,6 +90,8 @@ class GraderService:
         keeps the readings in which it was full, for judging a candidate's out-of-memory error: `session.oom_floor`;
         on since grader 0.20.0: H100 runs 101 and 102 each judged one candidate's error the device's on a full
         reading from before it, and run 102's acceptance held every figure with it),
+        `nice_builds` (the builders ahead run at `buildahead.BUILD_NICENESS`, so their compilers take the cores the
+        grading's workers leave idle; off until a GPU run has measured it),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -152,6 +154,7 @@ class GraderService:
         self.builders = 0 if self.ext_cache is None else (
             buildahead.default_builders(self.device) if build_ahead is None else max(0, build_ahead))
         self._address_space_mb = address_space_mb  # the builders' limit too: they run what a worker's load runs
+        self.nice_builds = nice_builds
         self._ahead: dict[int, dict] = {}  # id(request) -> its build ahead's record, until a slot takes it
         memory_gib = (self.fingerprint.get("memory_total_mib") or 0) / 1024
         self.kept_tasks = (kept_tasks_for(memory_gib, workers) if keep_tasks is True else int(keep_tasks)
@@ -220,7 +223,7 @@ class GraderService:
         n = len(todo)
         builders = None
         if ahead:
-            from grader.buildahead import Builders
+            from grader.buildahead import BUILD_NICENESS, Builders
 
             def built(req: GradeRequest, record: dict) -> None:
                 self._ahead[id(req)] = record
@@ -228,7 +231,7 @@ class GraderService:
 
             builders = Builders(min(self.builders, len(ahead)), self.ext_cache, self.build_env, built,
                                 hide_extra=self._hide_extra, address_space_mb=self._address_space_mb,
-                                arch=self.arch_list)
+                                arch=self.arch_list, nice=BUILD_NICENESS if self.nice_builds else 0)
             for req, source in ahead:
                 builders.submit(req, source, req.timeout_s)
         done: queue.Queue = queue.Queue()

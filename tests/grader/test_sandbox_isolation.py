@@ -458,6 +458,45 @@ def test_a_confined_program_that_floods_its_output_is_killed_at_the_cap_and_one_
     assert fine.stdout == f"{4 << 20} 9.0+PTX".encode() and not fine.overflowed and fine.returncode == 0
 
 
+def test_a_nice_confined_program_and_what_it_starts_yield_the_cores():
+    """`run_confined(nice=...)` (the builders ahead with the service's `nice_builds`): the program, and a compiler
+    it starts, run at the parent's niceness plus `nice`; without it, at the parent's."""
+    import os
+
+    from grader.buildahead import BUILD_NICENESS
+    from grader.confine import run_confined
+
+    program = ("import os, subprocess, sys\n"
+               "child = subprocess.run([sys.executable, '-c', 'import os; print(os.nice(0))'], capture_output=True)\n"
+               "sys.stdout.write(f'{os.nice(0)} {child.stdout.decode().strip()}')\n")
+    base = os.nice(0)
+    nice = run_confined(program, b"", 60, nice=BUILD_NICENESS)
+    assert nice.stdout.decode() == f"{base + BUILD_NICENESS} {base + BUILD_NICENESS}", nice.stderr[-500:]
+    plain = run_confined(program, b"", 60)
+    assert plain.stdout.decode() == f"{base} {base}", plain.stderr[-500:]
+
+
+def test_the_builders_pass_their_niceness_to_every_build(monkeypatch):
+    """`Builders(nice=...)` hands it to each confined build (`buildahead.build`, replaced here by a recorder:
+    what is tested is the pool's wiring, the niceness itself in the test above)."""
+    import threading
+
+    from grader import buildahead
+
+    seen, done = [], threading.Event()
+
+    def record(source, cache, env, timeout_s, **kw):
+        seen.append((source, kw["nice"]))
+        return {"outcome": "recorded"}
+
+    monkeypatch.setattr(buildahead, "build", record)
+    pool = buildahead.Builders(1, None, None, lambda key, rec: done.set(), nice=buildahead.BUILD_NICENESS)
+    pool.submit("key", "source", 5.0)
+    assert done.wait(10)
+    pool.close()
+    assert seen == [("source", buildahead.BUILD_NICENESS)]
+
+
 @needs_root
 def test_a_confined_child_reaches_no_device_node_it_covers_and_the_hosts_stays_as_it_was():
     """grader.confine covers the host's GPU device nodes (`gpu_nodes`) with /dev/null in its child's sandbox, so
