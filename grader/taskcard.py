@@ -141,7 +141,8 @@ STRUCTURAL_OPS = frozenset(f"aten::{op}" for op in (
     "resize_", "copy_", "clone", "contiguous", "to", "_to_copy", "lift_fresh", "detach", "alias", "view", "view_as",
     "reshape", "_reshape_alias", "_unsafe_view", "as_strided", "expand", "expand_as", "t", "transpose", "permute",
     "numpy_T", "mT", "mH", "adjoint", "matrix_H", "movedim", "moveaxis", "swapaxes", "swapdims", "ravel", "reshape_as",
-    "broadcast_to", "diagonal", "unfold", "tensor_split", "hsplit", "vsplit", "dsplit", "squeeze", "unsqueeze", "flatten", "unflatten", "select", "slice", "narrow", "unbind", "split",
+    "broadcast_to", "diagonal", "unfold", "tensor_split", "hsplit", "vsplit", "dsplit", "squeeze", "unsqueeze",
+    "flatten", "unflatten", "select", "slice", "narrow", "unbind", "split",
     "split_with_sizes", "chunk", "resolve_conj", "resolve_neg", "_local_scalar_dense", "item", "arange",
     "result_type", "scalar_tensor", "lift", "lift_fresh_copy", "_has_compatible_shallow_copy_type"))
 """What an own-kernel candidate may ask the library for: memory, layout and dtype, never arithmetic. Any
@@ -151,7 +152,9 @@ reorder dimensions under other names (`x.T` records `aten::numpy_T`, `x.mT`, `x.
 `transpose` and `permute` are, and so are the other views of real tensors (`ravel`, `broadcast_to`, `diagonal`,
 `unfold`, the splits): until grader 0.20.5 they were missing, and the demo's honest
 `attention_fp16/per_head_loop.py` (`k.float().T`) was floored as a library op on every device (H100 run 115). Views
-that carry a lazy operation (`conj`, `_neg_view`) or move data to another device (`cpu`) stay out."""
+that carry a lazy operation of their own (`conj`, `_neg_view`) or move data to another device (`cpu`) stay out; the
+conjugate transposes (`mH`, `adjoint`, `matrix_H`) are transposes of the real tensors tasks have, and a complex one's
+lazy conjugation is done by `resolve_conj`, allowed already."""
 
 
 def _aten(*names: str) -> frozenset[str]:
