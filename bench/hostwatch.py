@@ -98,9 +98,9 @@ def host_profile(repeats: int = 5) -> dict:
         return (time.perf_counter() - t) * 1e3
 
     times = sorted(loop() for _ in range(repeats))
-    load = (_read("/proc/loadavg") or "").split()[:3]
     return {"cpu_model": cpu_model(_read("/proc/cpuinfo") or ""), "cpus": len(os.sched_getaffinity(0)),
-            "loadavg": " ".join(load), "python_loop_ms": round(times[len(times) // 2], 1)}
+            "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+            "python_loop_ms": round(times[len(times) // 2], 1)}
 
 
 def profile_line(profile: dict) -> str:
