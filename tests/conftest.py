@@ -1,6 +1,6 @@
 """Shared fixtures: repository paths, a small subset of the demo corpus, isolated project settings.
 
-The suite runs on pytest-xdist workers (`-n 2 --dist loadgroup` in pyproject.toml): `pytest_collection_modifyitems`
+The suite runs on pytest-xdist workers (`-n 3 --dist loadgroup` in pyproject.toml): `pytest_collection_modifyitems`
 below keeps the tests that share an expensive fixture on one worker and starts the longest groups first, and
 `release_project` is materialised once per session however many workers ask for it."""
 from __future__ import annotations
@@ -141,7 +141,7 @@ def instance(tmp_path, monkeypatch):
 
 RELEASE_TIMEOUT_S = 600
 """Bound on each `kerneltraj release` of the shared project: about two minutes alone on two cores, and more while
-the other xdist worker grades beside it (240 s was not enough then)."""
+the other xdist workers grade beside it (240 s was not enough then)."""
 VALIDATION_TASK = "cross_entropy_fp32"
 HELDOUT_TASK = "attention_fp16"
 """A task of the held-out family `attention` (splits/split_manifest-v1.json)."""
@@ -338,8 +338,8 @@ def _build_release_project(root: Path, demo_files: tuple[Path, Path]) -> Release
 
 def pytest_configure(config: pytest.Config) -> None:
     """On an xdist worker, torch computes on one thread, and so do the processes a test starts (they inherit
-    OMP_NUM_THREADS): the two workers already fill both cores, and a second OpenMP thread per process only
-    spins at every barrier while the other worker runs (measured: 20% more CPU time for the same test)."""
+    OMP_NUM_THREADS): the workers already fill both cores, and a second OpenMP thread per process only spins at
+    every barrier while another worker runs (measured: 20% more CPU time for the same test)."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         import torch
