@@ -220,6 +220,22 @@ def _raised(box, _type=type, _str=str, _as_text=_text) -> dict:
     return {"ok": False, "error_kind": kind if _type(kind) is _str else "exception", "error": _as_text(text)}
 
 
+CHECKED_MODULES = ("torch", "mmap", "hashlib", "threading", "random", "numpy", "ctypes", "traceback", "json", "socket",
+                   "_socket", "os", "sys", "time", "gc", "signal", "struct", "array", "fcntl", "math", "importlib",
+                   "importlib.util", "triton")
+"""The modules the worker's main thread imports by name after a candidate has run (the fetch path's memfd helpers,
+the inputs' draws): `boundary.make_modules_check` holds each to the object it was."""
+
+
+def make_state_checks(torch) -> dict:
+    """The parts of the interpreter's check a worker makes after each request (`Worker._state`), made now: torch's
+    types' attributes, the signal handlers, the dispatcher's kernels for the worker's own ops, the modules it imports
+    by name. Each returns what changed since (bench/worker_checks.py times them)."""
+    return {"state": boundary.make_state_check([torch.Tensor, torch._C.TensorBase]),
+            "signals": boundary.make_signal_check(), "dispatch": boundary.make_dispatch_check(torch),
+            "modules": boundary.make_modules_check(list(CHECKED_MODULES))}
+
+
 def _reference_call(ref, scale, inputs: list, upcast) -> tuple:
     """A reference and its error scale on the float64 copies of the inputs (runs on a candidate thread)."""
     wide = upcast(inputs)
@@ -381,13 +397,7 @@ class Worker:
         signal.pthread_sigmask(signal.SIG_BLOCK, set(signal.Signals) - {signal.SIGKILL, signal.SIGSTOP})
         self.runner = boundary.CandidateRunner(_FMT, boundary.torch_stacks(),
                                                self._raw_stream if self.cuda else None, self._mark)
-        state, signals = boundary.make_state_check([torch.Tensor, torch._C.TensorBase]), boundary.make_signal_check()
-        dispatch = boundary.make_dispatch_check(torch)
-        # modules the main thread imports by name later (the fetch path's memfd helpers, the inputs' draws)
-        modules = boundary.make_modules_check(["torch", "mmap", "hashlib", "threading", "random", "numpy", "ctypes",
-                                               "traceback", "json", "socket", "_socket", "os", "sys", "time", "gc",
-                                               "signal", "struct", "array", "fcntl", "math", "importlib",
-                                               "importlib.util", "triton"])
+        state, signals, dispatch, modules = make_state_checks(torch).values()
         self._state = lambda: state() + signals() + dispatch() + modules()
         import random
 
