@@ -89,7 +89,7 @@ builders, on the service's default)."""
 OPT_IN = ("gated_reference", "start_ahead", "host_verify", "keep_size_memory")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("keep_tasks", "nice_builds")
+SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "task_workers")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 
@@ -912,21 +912,22 @@ def host_lines(host: list, clock: dict) -> list[str]:
             + watch.lines(t0, now, "every round") + watch.role_lines())
 
 
-STARTED = ("expert", "reference")
-"""The kept workers whose starts `round_start_lines` counts by round."""
+STARTED = ("expert", "reference", "task")
+"""The kept workers whose starts `round_start_lines` counts by round (a task's one worker, `Slot.task`, with
+`--with task_workers`)."""
 
 
 def round_start_lines(rounds: list[dict], purposes: dict) -> list[str]:
-    """The expert and reference workers started in each round (`worker start, <role>: to its hello and gate` in the
-    lock's stats, counted from the round's start to the next's, the last to `purposes`, the stats now), beside the
-    round's grades and tasks: how many tasks found their workers kept (`GraderService(keep_tasks=...)`)."""
+    """The expert, reference and task workers started in each round (`worker start, <role>: to its hello and gate`
+    in the lock's stats, counted from the round's start to the next's, the last to `purposes`, the stats now), beside
+    the round's grades and tasks: how many tasks found their workers kept (`GraderService(keep_tasks=...)`)."""
     if not rounds:
         return []
 
     def started(stats: dict, role: str) -> int:
         return stats.get(f"worker start, {role}: to its hello and gate", [0])[0]
 
-    out = ["== expert and reference workers started, by round", "  round\tgrades\ttasks\t" + "\t".join(STARTED)]
+    out = ["== expert, reference and task workers started, by round", "  round\tgrades\ttasks\t" + "\t".join(STARTED)]
     for i, rnd in enumerate(rounds):
         after = rounds[i + 1]["purposes"] if i + 1 < len(rounds) else purposes
         out.append(f"  {rnd['round']}\t{rnd['grades']}\t{len(rnd['tasks'])}\t"

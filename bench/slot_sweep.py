@@ -37,12 +37,16 @@ sys.path.insert(0, str(ROOT))
 from bench.recorded import jsonl_lines  # noqa: E402
 
 COLUMNS = ("run", "slots", "attempts", "tasks", "round 1 s", "per GPU-hour", "graded again", "slot-s a grade",
-           "expert/reference CUDA start s", "lock windows/draws/idle s", "device GiB max", "statuses")
+           "expert/reference/task CUDA start s", "lock windows/draws/idle s", "device GiB max", "statuses")
 """The table's columns, read from each run's summary (`read_summary`) and grades. "graded again": the tries the
 grader failed (`infra_error`) that the acceptance graded again, as the pipeline's client does (its
 grades_retried.jsonl). The attempts and the rate count verdicts only (an infra_error judges nothing): until the
 acceptance graded them again (after H100 run 102), a try it failed counted, and the column then gave the rate without
 them (H100 run 100's 8 slots on a full device ended 9 of 36 so, quickly)."""
+
+
+KEPT_ROLES = ("expert", "reference", "task")
+"""The kept workers whose CUDA starts the table gives (a task's one worker, `Slot.task`, with `+task_workers`)."""
 
 
 def parse_runs(text: str, demo: int) -> list[tuple[int, int, tuple[str, ...], tuple[int, float] | None]]:
@@ -77,7 +81,7 @@ def read_summary(text: str) -> dict:
     m = re.search(r"a slot's time by part of the grade \((\d+) grades, ([\d.]+) slot-seconds in all\)", text)
     if m and int(m.group(1)):
         out["slot_s_per_grade"] = float(m.group(2)) / int(m.group(1))
-    starts = {role: float(m.group(1)) / 1e3 for role in ("expert", "reference")
+    starts = {role: float(m.group(1)) / 1e3 for role in KEPT_ROLES
               if (m := re.search(rf"worker start, {role}: boot's cuda\t\d+\t[\d.]+\t([\d.]+)", text))}
     if starts:
         out["cuda_start_s"] = starts
@@ -100,7 +104,7 @@ def row(name: str, figures: dict, statuses: dict, again: int = 0) -> list[str]:
     return [name, get("slots"), get("attempts"), get("tasks"),
             get("round1_s") + (" (cut off)" if figures.get("cut_off") else ""), get("rate"), str(again),
             get("slot_s_per_grade", "{:.2f}"),
-            "/".join(f"{starts[r]:.2f}" if r in starts else "-" for r in ("expert", "reference")),
+            "/".join(f"{starts[r]:.2f}" if r in starts else "-" for r in KEPT_ROLES),
             "/".join(f"{lock[k]:.1f}" if k in lock else "-" for k in ("window", "draws_held", "idle")),
             get("device_gib_max", "{:.1f}"),
             ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "-"]

@@ -78,6 +78,9 @@ class WorkerConn:
     """The size it last gave its cached device memory back for (`session._trim`)."""
     answered: str | None = None
     """The size of a reference worker's last answer (`session._gates_answer`)."""
+    role: str = "candidate"
+    """What it was started as (`Slot._spawn`): "candidate", "expert", "reference", or "task" (both of the last two in
+    one worker, `Slot.task`)."""
     gate_stalled: bool = False
     """A reference worker's gated answer waited for the device behind its gate: no more are gated."""
     warmed: set = field(default_factory=set)
@@ -418,6 +421,15 @@ def pin_threads(pid: int, cpus: list[int]) -> None:
             os.sched_setaffinity(int(tid), cpus)
 
 
+UID_ROLE = {"task": "expert"}
+"""The uid a kept role runs under, where it is not the role's own: a task's one worker (`Slot.task`) holds its expert
+twin, so it runs under the expert's uid, which no candidate shares."""
+
+KEPT_WEIGHT = {"task": 2}
+"""How many of the slot's kept workers (`Slot.max_kept`) a kept role counts for: a task's one worker holds what its
+expert's and reference's workers held (less a device context), so a slot keeps as many tasks either way."""
+
+
 def _kept_key(name: str) -> str:
     """The task key of a kept worker's name (`role:key`, `Slot._keep`)."""
     return name.split(":", 1)[1]
@@ -442,7 +454,7 @@ class Slot:
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
-                 output_arena: bool = True, spares: bool = False, kept_tasks: int = 2):
+                 output_arena: bool = True, spares: bool = False, kept_tasks: int = 2, task_workers: bool = False):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -464,6 +476,9 @@ class Slot:
         self._ctl_lock = threading.Lock()  # the zygote answers one request at a time; a spare starts on a thread
         self._closing = False
         self._kept: dict[str, WorkerConn] = {}
+        self.task_workers = task_workers
+        """One kept worker a task serves as its expert twin and its reference both (`task`), for the tasks whose expert
+        and reference come from one author (`session.SealedTask.one_author`); off until a GPU run has measured it."""
         self.max_kept = 2 * max(1, kept_tasks)
         """Expert and reference workers kept (`_kept_or_started`): those of the `kept_tasks` tasks used last. Each holds
         a device context; grading attempts grouped by task keeps a slot's own tasks few (`GraderService.keep_tasks`)."""
@@ -587,7 +602,7 @@ class Slot:
         if memory_limit_mb and slot_limit:
             config = dict(config, address_space_mb=min(slot_limit, memory_limit_mb))
         if role != "candidate":
-            uid = getattr(self, f"{role}_uid")
+            uid = getattr(self, f"{UID_ROLE.get(role, role)}_uid")
             config = dict(config, uid=uid, fallback_scratch=f"{config['fallback_scratch']}-{role}", role=role)
         else:
             config = dict(config, uid=uid)
@@ -613,7 +628,7 @@ class Slot:
             pid = popen.pid
         theirs.close()
         a_theirs.close()
-        conn = WorkerConn(sock=ours, audit=a_ours, pid=pid, popen=popen, uid=uid, spare=spare)
+        conn = WorkerConn(sock=ours, audit=a_ours, pid=pid, popen=popen, uid=uid, spare=spare, role=role)
         conn.sock.settimeout(timeout_s)
         # A worker that fails here is ended and reaped, not left behind. It has run no candidate code,
         # so its own process group is all there is: the uid's other processes (kept experts) stay.
@@ -710,6 +725,23 @@ class Slot:
         return self._keep("reference", key, loads, timeout_s,
                           min(answer_bytes, wire.ARENA_MAX) if self.reference_arena else 0, aside=aside)
 
+    def task(self, key: str, expert: str, reference: str, scale_source: str | None, timeout_s: float,
+             answer_bytes: int = 0, inputs_entry: str | None = None, aside: bool = False) -> WorkerConn:
+        """One kept worker that serves a task as its expert twin (`expert`) and as its reference worker (`reference`):
+        one device context a task instead of two, one CUDA start instead of two (`task_workers`). Only for a task
+        whose expert and reference come from one author (`session.SealedTask.one_author`): the reference then
+        reaches nothing in the twin that its author did not write. It runs under the expert's uid (`UID_ROLE`), its
+        L2 flush and launch gate are a twin's; the reference is imported as a module of its own (an adapter's
+        in-place float64 cast never touches the expert's), with the arena and the task's `get_inputs` as a
+        reference worker gets them."""
+        ref = {"op": "load", "source": reference, "entry_point": "run", "as": "reference",
+               **({"inputs_entry": inputs_entry} if inputs_entry else {})}
+        loads = [{"op": "load", "source": expert, "entry_point": "run"}, ref]
+        if scale_source:
+            loads.append({"op": "load", "source": scale_source, "entry_point": "run", "as": "scale"})
+        return self._keep("task", key, loads, timeout_s,
+                          min(answer_bytes, wire.ARENA_MAX) if self.reference_arena else 0, aside=aside)
+
     def start_ahead(self, *starts: Callable[[], object]) -> None:
         """Run each of `starts` (a kept worker's start: `expert` or `reference` with `aside`) on a thread of its own,
         now, so that it boots beside the grade's other work and not after it. A start that fails is dropped: the
@@ -764,18 +796,27 @@ class Slot:
                 conn.arena = None
         for i, msg in enumerate(loads):
             lend = conn.arena.fd if i == 0 and conn.arena is not None else None
+            # A reference is corpus code: one that reaches for what the sandbox hides defines no task. In a task's one
+            # worker only the reference's loads answer for that: what its expert's load reported is drained and not
+            # judged, as an expert worker's is.
+            judged = role == "reference" or msg.get("as") in ("reference", "scale")
+            seen = len(conn.drain_audit()) if role != "reference" else 0
             reply, _, _ = conn.request(msg, timeout_s, fd=lend)
-            # A reference is corpus code: one that reaches for what the sandbox hides defines no task.
-            if not reply.get("ok") or (role == "reference" and conn.drain_audit()):
+            if not reply.get("ok") or (judged and conn.drain_audit()[seen:]):
                 self._kill(conn, None)
-                why = reply.get("error", "") or "; ".join(conn.audit_lines[:3]) or "it reached outside its sandbox"
+                why = reply.get("error", "") or "; ".join(conn.audit_lines[seen:seen + 3]) or \
+                    "it reached outside its sandbox"
                 named = error_line(why)
-                raise RuntimeError(f"the {role} of {key} failed to load: {named[:300]}"
+                what = "reference" if judged and role == "task" else role  # a task worker's: its reference's load
+                raise RuntimeError(f"the {what} of {key} failed to load: {named[:300]}"
                                    + (f" | {why[-400:]}" if why.rstrip() != named else ""))
         self.note(f"worker start, {role}: its arena and the task's code loaded", time.perf_counter() - t_loads)
         with self._kept_lock:
             self._kept[name] = conn
-            evicted = [self._kept.pop(next(iter(self._kept))) for _ in range(len(self._kept) - self.max_kept)]
+            evicted = []
+            while sum(KEPT_WEIGHT.get(n.partition(":")[0], 1) for n in self._kept) > self.max_kept and \
+                    len(self._kept) > 1:
+                evicted.append(self._kept.pop(next(iter(self._kept))))
         for old in evicted:  # each holds a device context and its flush buffer
             self._kill(old, None)
         return conn
@@ -801,11 +842,13 @@ class Slot:
                 self._drop(name, conn)
 
     def drop_expert(self, key: str) -> None:
-        """End the kept expert worker of `key` (after it failed or broke its protocol)."""
+        """End the kept expert worker of `key` (after it failed or broke its protocol), or the task's one worker."""
         self._drop(f"expert:{key}")
+        self._drop(f"task:{key}")
 
     def drop_reference(self, key: str) -> None:
         self._drop(f"reference:{key}")
+        self._drop(f"task:{key}")
 
     def _drop(self, name: str, conn: WorkerConn | None = None) -> None:
         """End the kept worker `name` (only if it is still `conn`, when named: another may have been started since)."""

@@ -72,7 +72,8 @@ class GraderService:
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, keep_tasks: bool | int = False, memory_watch: bool = True,
-                 gated_check_calls: bool = True, settled_pairs: bool = True, nice_builds: bool = False):
+                 gated_check_calls: bool = True, settled_pairs: bool = True, nice_builds: bool = False,
+                 task_workers: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -92,6 +93,9 @@ class GraderService:
         reading from before it, and run 102's acceptance held every figure with it),
         `nice_builds` (the builders ahead run at `buildahead.BUILD_NICENESS`, so their compilers take the cores the
         grading's workers leave idle; off until a GPU run has measured it),
+        `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
+        `Slot.task`: one CUDA start and one device context a new task instead of two; off until a GPU run has measured
+        it),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -163,7 +167,8 @@ class GraderService:
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
-                           spares=cuda if spare_workers is None else spare_workers, kept_tasks=self.kept_tasks)
+                           spares=cuda if spare_workers is None else spare_workers, kept_tasks=self.kept_tasks,
+                           task_workers=task_workers)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()

@@ -243,6 +243,17 @@ class SealedTask:
     def expert_key(self) -> str:
         return f"{self.card.task_id}@{self.card.revision}"
 
+    @functools.cached_property
+    def one_author(self) -> bool:
+        """The card's expert and reference come from one author: an imported task's expert is its reference (its
+        own eager model), and a built-in card's are both ours (`catalogue.built_in_revisions`). Only such a task may
+        have one worker for both (`Slot.task`): its reference then reaches no code in the twin its author did not
+        write."""
+        from grader.catalogue import built_in_revisions
+
+        card = self.card
+        return card.expert == card.reference or built_in_revisions().get(card.task_id) == card.revision
+
     @property
     def answer_bytes(self) -> int:
         """Bytes of the reference's largest answer on this device's sizes: float64 (or int64) output and
@@ -388,6 +399,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         phases["teardown"] = time.perf_counter() - t
         if g is not None and g.answers_via:
             sandbox_layers = dict(sandbox_layers, reference_answers=g.answers_via)
+        if slot.task_workers:  # whether the expert it was timed against shared a worker with the reference
+            sandbox_layers = dict(sandbox_layers, task_worker=_one_worker(slot, task))
     phases["total"] = time.perf_counter() - t_all
     speedups = [s.speedup for s in sizes_out if s.speedup is not None]
     if status is Status.CORRECT:
@@ -1102,7 +1115,8 @@ def _expert_worker(g: _Grade) -> WorkerConn:
         t = time.perf_counter()
         try:
             with _part(g, "expert's worker, kept or started"):
-                g.expert = g.slot.expert(g.task.expert_key, g.task.card.expert, EXPERT_TIMEOUT_S)
+                g.expert = (_reference_of(g.slot, g.task) if _one_worker(g.slot, g.task) else
+                            g.slot.expert(g.task.expert_key, g.task.card.expert, EXPERT_TIMEOUT_S))
         except (OSError, wire.WireError, RuntimeError) as e:
             g.slot.drop_expert(g.task.expert_key)
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker failed: {e}") from None
@@ -1235,10 +1249,11 @@ def _task_inputs(g: _Grade, sz: _Size, seed: int) -> tuple[dict, int]:
     fd = None
     try:
         conn = _reference_worker(g)
+        mark = _audit_mark(conn)
         reply, _, _ = conn.request({"op": "inputs", "seed": seed}, EXPERT_TIMEOUT_S)
         fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
-        if not reply.get("ok") or fd is None or conn.drain_audit():
-            why = reply.get("error") or "; ".join(conn.audit_lines[:3]) or "no inputs"
+        if not reply.get("ok") or fd is None or conn.drain_audit()[mark:]:
+            why = reply.get("error") or "; ".join(conn.audit_lines[mark:mark + 3]) or "no inputs"
             raise RuntimeError(f"at size {sz.label}: {_tail(why)}")
         if fcntl.fcntl(fd, fcntl.F_GET_SEALS) & wire.SEALS != wire.SEALS:
             raise RuntimeError("its inputs' memfd is not sealed against writes")
@@ -1671,16 +1686,37 @@ def _reference_worker(g: _Grade) -> WorkerConn:
     return _reference_of(g.slot, g.task)
 
 
+def _one_worker(slot: Slot, task) -> bool:
+    """The task's expert twin and reference are one kept worker (`Slot.task`): the slot's `task_workers`, for a task
+    whose two come from one author (`SealedTask.one_author`)."""
+    return slot.task_workers and task.one_author
+
+
 def _reference_of(slot: Slot, task, aside: bool = False) -> WorkerConn:
+    """The task's reference worker, or its one worker (`_one_worker`), which serves its expert twin too."""
     card = task.card
+    inputs_entry = "get_inputs" if card.inputs_from == "task" else None
+    if _one_worker(slot, task):
+        return slot.task(task.expert_key, card.expert, card.reference, card.error_scale, EXPERT_TIMEOUT_S,
+                         task.answer_bytes, inputs_entry, aside=aside)
     return slot.reference(task.expert_key, card.reference, card.error_scale, EXPERT_TIMEOUT_S, task.answer_bytes,
-                          "get_inputs" if card.inputs_from == "task" else None, aside=aside)
+                          inputs_entry, aside=aside)
+
+
+def _audit_mark(conn: WorkerConn) -> int:
+    """Where the audit lines that judge a reference's next answer (or its task's inputs) begin: a reference worker's
+    every line; a task's one worker's (`Slot.task`) from here, its expert's lines before being drained and not judged,
+    as an expert worker's are."""
+    return len(conn.drain_audit()) if conn.role == "task" else 0
 
 
 def _start_ahead(slot: Slot, task) -> None:
     """`Effort.start_ahead`: the task's reference and expert workers start now, each on a thread of its own, booting
     on the cores no slot is given (`Slot.start_ahead`), beside the candidate's start and load instead of one after the
     other inside its correctness phase (H200 run 66: 78 reference and 68 expert workers started, 2.7 s each)."""
+    if _one_worker(slot, task):  # one worker serves both
+        slot.start_ahead(lambda: _reference_of(slot, task, aside=True))
+        return
     slot.start_ahead(lambda: _reference_of(slot, task, aside=True),
                      lambda: slot.expert(task.expert_key, task.card.expert, EXPERT_TIMEOUT_S, aside=True))
 
@@ -1771,6 +1807,7 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
     t = time.perf_counter()
     fd = None
     try:
+        mark = _audit_mark(conn)
         msg = {"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given, "key": sz.key}
         if window is None:
             reply, parent_ms, waited = _answered_with_room(g, conn, msg, wait)
@@ -1791,8 +1828,8 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
                                "candidate was given: it must depend only on torch's, random's or NumPy's seeded "
                                "generators")
         in_arena = reply.get("arena") is True and fd is None
-        if not reply.get("ok") or (fd is None and not in_arena) or conn.drain_audit():
-            why = reply.get("error") or "; ".join(conn.audit_lines[:3]) or "no output"
+        if not reply.get("ok") or (fd is None and not in_arena) or conn.drain_audit()[mark:]:
+            why = reply.get("error") or "; ".join(conn.audit_lines[mark:mark + 3]) or "no output"
             raise RuntimeError(f"at size {sz.label}: {_tail(why)}")
         if in_arena:
             if conn.arena is None:

@@ -37,14 +37,19 @@ LAUNCHES: dict[str, int] = {}
 LAUNCH_STORAGES: set[int] = set()  # storage addresses of tensors passed to @triton.jit kernels in this call
 FOREIGN_STREAM_LAUNCHES: dict[str, int] = {}  # launches on a stream other than the caller's (threat 7)
 _STREAM = {"caller": None, "raw": None}  # the caller's raw CUDA stream during a call; the reader of it
-REBASES = {"load": frozenset({"Worker.fn", "Worker.scale_fn", "Worker._guarded", "os.environ"}),
+ANSWERING_ROLES = ("reference", "task")
+"""The roles whose worker answers for a task's reference (`op: reference`, `op: inputs`): a role "reference" worker
+answers only; a role "task" worker is also the task's expert twin (one worker per slot and task), timed as an expert
+is. The arena lent with such a worker's first load holds the reference's answers, never a fetched output."""
+REBASES = {"load": frozenset({"Worker.fn", "Worker.ref_fn", "Worker.scale_fn", "Worker.inputs_fn", "Worker._guarded",
+                              "os.environ"}),
            "watch": frozenset({"Worker._watching"}),
            "arena": frozenset({"Worker._arena", "Worker._arena_error"}),
            "reference": frozenset({"Worker._answer_key"}),
            "trim": frozenset({"Worker._answer_key"})}
-"""What a request may change in the worker's own state: a load sets the entry point and the audited
-environment, a watch opens or closes the observation, an arena lent before the load is taken, a reference's answer
-or a trim notes its size; nothing else may change."""
+"""What a request may change in the worker's own state: a load sets the entry points (the reference's, its error
+scale's and its inputs' too) and the audited environment, a watch opens or closes the observation, an arena lent
+before the load is taken, a reference's answer or a trim notes its size; nothing else may change."""
 MAX_EXT_REPORT_HEADER = 256 << 10
 """Largest build report (its materials hold the full extension sources) sent in a reply header; a
 larger one is dropped, so a huge extension compiles every time instead of overflowing the frame."""
@@ -244,7 +249,8 @@ def _reference_call(ref, scale, inputs: list, upcast) -> tuple:
 
 def _import_candidate(path: str, module_name: str, entry_point: str, inputs_entry: str | None = None):
     """Import the candidate module and return its entry point, and the task's own input maker when asked
-    (a reference worker of a card whose inputs come from the task: `get_inputs`); runs on a candidate thread."""
+    (the reference's load, in a worker that answers for a card whose inputs come from the task: `get_inputs`);
+    runs on a candidate thread."""
     spec = importlib.util.spec_from_file_location(module_name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = mod
@@ -361,11 +367,11 @@ class Worker:
         # worker's answer does it itself when not asked): a kept worker would otherwise hold every size's blocks.
         self._empty_cache = torch._C._cuda_emptyCache if self.cuda else None  # the C function: nothing to replace
         self.role = role
-        # The arena its parent lends it (wire.Arena): a reference worker's answers go into it, and a candidate
-        # worker's fetched outputs (and the inputs kept with them).
+        # The arena its parent lends it (wire.Arena): an answering worker's (ANSWERING_ROLES) answers go into it,
+        # and a candidate worker's fetched outputs (and the inputs kept with them).
         self._arena = None
         self._arena_error = None
-        self._answer_key = None  # the size of a reference worker's last answer (`_reference`)
+        self._answer_key = None  # the last size key (`_trim`; an answering worker's `_reference` trims itself)
         if self.cuda:  # the call Triton itself makes to find the stream it launches on
             self._raw_stream = boundary.sealed(lambda _get=torch._C._cuda_getCurrentRawStream,
                                                _dev=torch.cuda.current_device(): _get(_dev))
@@ -379,7 +385,10 @@ class Worker:
         self._dest = None  # the buffer the running call's output is copied into
         self._announce = None  # tells the parent how a gated call stands (set by `serve`)
         self._watching = None  # the open observation of calls (`_watch`)
-        self.fn = None
+        self.fn = None  # what `call` times: the candidate's, the expert's (a role "task" worker's expert twin)
+        # The reference `op: reference` answers with: a role "reference" worker's plain load sets it beside `fn`; a
+        # role "task" worker's comes from a load `as` "reference", a module of its own (`_load`)
+        self.ref_fn = None
         self.scale_fn = None  # a task reference's error scale, loaded beside it (`load` with "as": "scale")
         self.inputs_fn = None  # a task's own get_inputs, loaded with its reference (`load` with "inputs_entry")
         self._guarded = False
@@ -443,7 +452,7 @@ class Worker:
             msg["_blob"] = blob  # the extension binaries the parent offers with a load
             op = msg.get("op")
             msg.pop("_given_fd", None)
-            if msg.get("_fd"):  # a call's inputs (a task's own, `given`), or a reference worker's arena with its load
+            if msg.get("_fd"):  # a call's inputs (a task's own, `given`), or an answering worker's arena with its load
                 try:
                     fd_in = recv_fd(sock)
                 except (OSError, wire.WireError):
@@ -453,7 +462,7 @@ class Worker:
                 elif op in ("gate", "arena"):
                     msg["_lent_fd"] = fd_in
                 else:
-                    self._take_arena(fd_in, "reference")
+                    self._take_arena(fd_in, ANSWERING_ROLES)
             if op == "bye":
                 send(sock, {"ok": True})
                 return
@@ -496,11 +505,12 @@ class Worker:
                     else "off: this worker does not time" if self.clock.gate is None else "on"}, None
         return {"ok": True, "gate": self.clock.gate.arm(fd)}, None
 
-    def _take_arena(self, fd: int, role: str) -> None:
-        """Map the arena, once, in a worker of `role`, before corpus code is imported (its page-locking runs on a
-        thread of its own, which must exist and end before the thread watch starts). A refusal leaves the answers
-        on the memfd path, as they were; the error is told with the first answer."""
-        if self.role != role or self._guarded or self._arena is not None:
+    def _take_arena(self, fd: int, roles: tuple[str, ...]) -> None:
+        """Map the arena, once, in a worker of one of `roles` (the reference's: ANSWERING_ROLES; a fetch arena:
+        "candidate"), before corpus code is imported (its page-locking runs on a thread of its own, which must exist
+        and end before the thread watch starts). A refusal leaves the answers on the memfd path, as they were; the
+        error is told with the first answer."""
+        if self.role not in roles or self._guarded or self._arena is not None:
             os.close(fd)
             return
         try:
@@ -517,15 +527,23 @@ class Worker:
             os.close(fd)
             return {"ok": True, "arena": "off: lent after candidate code ran" if self._guarded
                     else f"off: a {self.role} worker fetches through memfds"}, None
-        self._take_arena(fd, "candidate")
+        self._take_arena(fd, ("candidate",))
         arena = self._arena
         state = ("pinned" if arena.pinned else "mapped") if arena is not None else f"off: {self._arena_error}"
         return {"ok": True, "arena": state}, None
 
     def _load(self, msg: dict):
         t0 = _perf_ns()
-        role = "scale" if msg.get("as") == "scale" else "candidate"
-        path = os.path.join(os.getcwd(), f"{role}.py")
+        # A role "task" worker loads the reference as a module of its own, apart from the expert's: KernelBench's
+        # adapter casts its module-level model to float64 in place when the reference runs (grader/adapters.py), so
+        # one module object shared by both would time the expert in float64 after the first answer.
+        if msg.get("as") == "reference" and self.role != "task":
+            return {"ok": False, "error_kind": "protocol",
+                    "error": f"a worker of role {self.role!r} loads no separate reference (a task worker does)"}, None
+        module = msg.get("as") if msg.get("as") in ("scale", "reference") else "candidate"
+        # the reference's own load: a role "reference" worker's plain load, or a role "task" worker's `as` "reference"
+        answers = module == "reference" or (module == "candidate" and self.role == "reference")
+        path = os.path.join(os.getcwd(), f"{module}.py")
         with open(path, "w") as f:
             f.write(msg["source"])
         # Before the candidate imports the loader names; the offer holds only entries the parent
@@ -540,8 +558,8 @@ class Worker:
             guard.seal_observation(self.audit_fd, self.torch)
             guard.seal_raw_memory(self.audit_fd)
             os.environ = guard.AuditedEnviron(os.environ, self.audit_fd)
-        inputs_entry = msg.get("inputs_entry") if self.role == "reference" and role == "candidate" else None
-        box = self.runner.run(_import_candidate, (path, role, msg.get("entry_point", "run"), inputs_entry))
+        inputs_entry = msg.get("inputs_entry") if answers else None
+        box = self.runner.run(_import_candidate, (path, module, msg.get("entry_point", "run"), inputs_entry))
         changed = self._state()
         if changed or box[2]:  # nothing the candidate may have replaced runs on this thread
             self.runner.bury(box)
@@ -562,12 +580,16 @@ class Worker:
         if box[1] is not None:
             self.runner.bury(box)
             return {"ok": False, "error_kind": "compile", "error": _text(box[1][1]), **ext}, None
-        if role == "scale":
+        if module == "scale":
             self.scale_fn = box[0]
-        elif inputs_entry:
-            self.fn, self.inputs_fn = box[0]
         else:
-            self.fn = box[0]
+            fn, inputs_fn = box[0] if inputs_entry else (box[0], None)
+            if module == "candidate":
+                self.fn = fn
+            if answers:
+                self.ref_fn = fn
+                if inputs_entry:
+                    self.inputs_fn = inputs_fn
         self.runner.bury(box)
         return {"ok": True, "load_ms": (_perf_ns() - t0) / 1e6, **ext}, None
 
@@ -767,8 +789,10 @@ class Worker:
         parts = [out] + list(self.kept_inputs.get(idx, []) if msg.get("with_inputs") else [])
         # Into the lent arena when they fit (page-locked: a copy at the link's speed, where a fresh memfd faults in
         # and zeroes every page first: H200 run 40, 0.1 s a fetch of a 128 MB output); the parent copies them out
-        # before any candidate code runs again.
-        metas = self._arena.write(parts) if self._arena is not None else None
+        # before any candidate code runs again. Only a candidate worker's arena is a fetch arena: a role "task"
+        # worker's is the reference's, where an expert fetch would overwrite an answer the parent may not have read,
+        # and its parent (`session._expert_output`) reads the expert's output from a memfd.
+        metas = self._arena.write(parts) if self._arena is not None and self.role == "candidate" else None
         if metas is not None:
             return {"ok": True, "tensors": metas, "arena": True}, None
         metas, fd = wire.tensors_to_memfd(parts)
@@ -835,13 +859,13 @@ class Worker:
         `gated` (`Effort.gated_reference`): the answer's device work is queued behind the worker's closed launch gate
         and the parent opens it in a check window of its own, which then holds the device work alone, not this
         worker's host work (`_gated_answer`). Only drawn inputs, into a page-locked arena; else as ungated."""
-        if self.fn is None:
+        if self.ref_fn is None:
             return {"ok": False, "error_kind": "protocol", "error": "no reference loaded"}, None
         t_begin = _now()
         # The cached device memory goes back when the size changes, not after every answer: a size's answers reuse
         # its blocks (H200 run 45: 10 ms an answer to free and allocate them again), and a kept worker idles on one
         # size's memory at most. The last answer and inputs, buried, are dropped as that thread starts.
-        if self.role == "reference":
+        if self.role in ANSWERING_ROLES:
             self._trim({"key": msg.get("key")})  # the parent's size key: asked by `session._trim` first, a no-op
         t_emptied = _now()
         gate = self.clock.gate
@@ -862,7 +886,7 @@ class Worker:
         else:
             inputs = self._make_inputs(msg["specs"], msg["seed"], self.device)
         t_inputs = _now()
-        box = self.runner.run(_reference_call, (self.fn, self.scale_fn, inputs, self._upcast))
+        box = self.runner.run(_reference_call, (self.ref_fn, self.scale_fn, inputs, self._upcast))
         self.runner.bury(box, inputs)
         # Every stream's work of it done, inside the caller's window: the answer's copy below waits for this stream
         # only, and a kernel the reference left on a stream of its own would run on beside another slot's timed call.
@@ -900,7 +924,7 @@ class Worker:
         try:
             fill()
             t_inputs = _now()
-            box = self.runner.run(_reference_call, (self.fn, self.scale_fn, inputs, self._upcast))
+            box = self.runner.run(_reference_call, (self.ref_fn, self.scale_fn, inputs, self._upcast))
             t_run = _now()
             refused = self._answer_refused(box)
             t_checked = _now()
@@ -957,9 +981,11 @@ class Worker:
         key = msg.get("key")
         moved = self._empty_cache is not None and key != self._answer_key
         emptied = moved and msg.get("keep") is not True
-        if emptied and self.role == "reference":  # on its thread, where the last answer and inputs are dropped first
+        # An answering worker (ANSWERING_ROLES): on a thread of its own, where what was buried (its last answer and
+        # inputs, and a task worker's last expert call too) is dropped first, so that their blocks are given back too
+        if emptied and self.role in ANSWERING_ROLES:
             self.runner.bury(self.runner.run(self._empty_cache, ()))
-        elif emptied:  # a timing worker: on this thread, never on the candidate's, where its hooks may wait
+        elif emptied:  # a timing worker only: on this thread, never on the candidate's, where its hooks may wait
             self._empty_cache()
         self._answer_key = key
         return {"ok": True, "emptied": emptied, "kept": moved and not emptied}, None

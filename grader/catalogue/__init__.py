@@ -5,6 +5,7 @@ that never loaded it, so hidden sizes and expert code are not in the worker's me
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import pkgutil
@@ -24,6 +25,15 @@ def load_catalogue(extra: list[str | Path] | None = None) -> dict[str, TaskCard]
             if line.strip():
                 _add(cards, card_from_dict(json.loads(line)), str(path))
     return cards
+
+
+@functools.cache
+def built_in_revisions() -> dict[str, str]:
+    """Task id -> revision of each card this package defines (ours: their references and experts were written here),
+    as against those read from an importer's JSON files (a corpus's code). `load_catalogue` refuses a task id defined
+    twice, so no JSON card takes a built-in card's id; the revision makes a card built elsewhere under one no match."""
+    return {card.task_id: card.revision for mod in pkgutil.iter_modules(__path__)
+            for card in importlib.import_module(f"{__name__}.{mod.name}").CARDS}
 
 
 def _add(cards: dict[str, TaskCard], card: TaskCard, origin: str) -> None:

@@ -290,8 +290,9 @@ def test_a_fresh_baseline_cut_short_has_graded_a_spread_of_its_sample():
 
 
 def test_the_workers_started_are_counted_round_by_round():
-    """Each round's expert and reference starts are the lock's counts from its start to the next round's (the last
-    round's to the stats at the end): a round whose tasks found their workers kept starts few."""
+    """Each round's expert, reference and task (`--with task_workers`) starts are the lock's counts from its start
+    to the next round's (the last round's to the stats at the end): a round whose tasks found their workers kept starts
+    few."""
     from bench.gpu_acceptance import round_start_lines
 
     def stats(experts: int, references: int) -> dict:
@@ -301,7 +302,8 @@ def test_the_workers_started_are_counted_round_by_round():
     rounds = [{"round": 1, "grades": 60, "tasks": set("abc"), "purposes": {}},
               {"round": 2, "grades": 40, "tasks": set("ab"), "purposes": stats(37, 36)}]
     lines = round_start_lines(rounds, stats(41, 42))
-    assert lines[1:] == ["  round\tgrades\ttasks\texpert\treference", "  1\t60\t3\t37\t36", "  2\t40\t2\t4\t6"]
+    assert lines[1:] == ["  round\tgrades\ttasks\texpert\treference\ttask", "  1\t60\t3\t37\t36\t0",
+                         "  2\t40\t2\t4\t6\t0"]
     assert round_start_lines([], {}) == []
 
 

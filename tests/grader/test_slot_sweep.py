@@ -22,7 +22,7 @@ def test_a_summary_gives_the_sweeps_figures_as_the_h100_printed_them():
     assert got["lock"] == {"window": 20.1, "draws_held": 42.3, "idle": 6.8}
     assert got["device_gib_max"] == 74.2
     line = row("w6", got, {"correct": 25, "timeout": 1})
-    assert line[5] == "2457" and line[6] == "0" and line[8] == "0.90/1.24" and line[11] == "correct 25, timeout 1"
+    assert line[5] == "2457" and line[6] == "0" and line[8] == "0.90/1.24/-" and line[11] == "correct 25, timeout 1"
     # the tries the grader failed, graded again (H100 run 100's 8 slots ended 9 of 36 infra_error)
     assert row("w8", dict(got, attempts=27, rate=2097), {"correct": 27}, again=9)[6] == "9"
 
@@ -33,7 +33,7 @@ def test_a_summary_without_a_figure_leaves_it_out_and_the_row_says_so():
     assert got["slots"] == 12 and got["rate"] == 1794 and "tasks" not in got
     assert row("w12", got, {})[3] == "-"
     assert read_summary("") == {}
-    assert row("w6", {}, {}) == ["w6", "-", "-", "-", "-", "-", "0", "-", "-/-", "-/-/-", "-", "-"]
+    assert row("w6", {}, {}) == ["w6", "-", "-", "-", "-", "-", "0", "-", "-/-/-", "-/-/-", "-", "-"]
 
 
 def test_runs_are_slots_or_slots_by_demo_attempts_and_anything_else_is_refused():
