@@ -204,7 +204,8 @@ def test_expert_twin_is_kept_per_task_under_its_own_uid_and_replaced_when_it_die
         def grade(name):
             r = svc.grade_one(GradeRequest(attempt_id=name, task_id=TASK, source=HONEST, language="pytorch"))
             assert r.status is Status.CORRECT, r.reason
-            (twin,) = [conn for name, conn in slot._kept.items() if name.startswith("expert:")]
+            # the twin: a task worker (`task_workers`, on by default), which runs under the expert's uid
+            (twin,) = [conn for name, conn in slot._kept.items() if name.startswith(("expert:", "task:"))]
             return twin.pid
 
         first = grade("a")

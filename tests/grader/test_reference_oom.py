@@ -52,10 +52,11 @@ def test_a_reference_out_of_memory_once_is_asked_again_and_the_attempt_graded(gr
     asked_again, _ = stats["purposes"]["reference worker: out of memory, asked again"]
     assert asked_again == 1 + (REFERENCE_OOM_TRIES - 1)
     # each wait gave the device's window back: the call asked again took a window of its own, and the references'
-    # windows together held the device for less than one wait
+    # windows together held the device for less than the waits did (held through them, they would hold it longer;
+    # less than one wait failed once on a loaded 2-core host, 0.667 s)
     assert stats["draws_by"]["check window: reference, asked again"][0] == asked_again
     held_s = sum(s for label, (_, s) in stats["draws_by"].items() if label.startswith("check window: reference"))
-    assert held_s < REFERENCE_OOM_WAIT_S, stats["draws_by"]
+    assert held_s < asked_again * REFERENCE_OOM_WAIT_S, stats["draws_by"]
 
 
 @pytest.mark.slow

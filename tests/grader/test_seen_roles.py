@@ -48,9 +48,10 @@ def test_ended_and_starting_workers_keep_their_slot_and_role(monkeypatch):
         ended = [pid for pid, role in roles.items() if role == "slot 0 candidate, ended"]
         # both candidates' workers ended with their grades, and are named so, not left out as another tenant's
         assert len(ended) == 2 and all(_gone(pid) for pid in ended), roles
-        assert {roles[pid] for pid in roles if pid not in ended} >= {"parent", "slot 0 expert", "slot 0 reference"}
+        # the task's one worker for its expert and reference (`task_workers`, on by default)
+        assert {roles[pid] for pid in roles if pid not in ended} >= {"parent", "slot 0 task"}
         starting = {role for snap in seen_starting for role in snap.values() if role.endswith(", starting")}
-        assert {"slot 0 candidate, starting", "slot 0 expert, starting", "slot 0 reference, starting"} <= starting
+        assert {"slot 0 candidate, starting", "slot 0 task, starting"} <= starting
         assert not any(role.endswith(", starting") for role in roles.values())  # none is left once said hello
 
 

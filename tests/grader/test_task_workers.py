@@ -1,6 +1,6 @@
-"""One kept worker a task for its expert twin and its reference (`GraderService(task_workers=True)`, `Slot.task`):
-one CUDA start and one device context a new task instead of two, only for a task whose expert and reference come
-from one author (`SealedTask.one_author`). Real zygotes and workers on the CPU."""
+"""One kept worker a task for its expert twin and its reference (`GraderService(task_workers=True)`, the default since
+grader 0.21.0; `Slot.task`): one CUDA start and one device context a new task instead of two, only for a task whose
+expert and reference come from one author (`SealedTask.one_author`). Real zygotes and workers on the CPU."""
 from __future__ import annotations
 
 import dataclasses
@@ -94,7 +94,7 @@ def test_a_built_in_task_grades_with_one_worker_as_with_two(service):
     key = service.task("gelu_fp32").expert_key
     names = {n for n in service.slots[0]._kept if n.endswith(":" + key)}
     assert names == {f"task:{key}"}
-    with GraderService(workers=1) as two_svc:
+    with GraderService(workers=1, task_workers=False) as two_svc:
         two = list(two_svc.grade([right, wrong]))
         assert {n.split(":")[0] for n in two_svc.slots[0]._kept if n.endswith(":" + key)} == {"expert", "reference"}
     assert [r.status for r in one] == [r.status for r in two] == [Status.CORRECT, Status.WRONG_OUTPUT], \

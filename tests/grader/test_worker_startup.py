@@ -652,11 +652,10 @@ def test_a_reference_asked_for_a_gated_answer_it_cannot_queue_says_so_before_any
         slot.drop_reference("refusal-test")
 
 
-def test_a_grade_started_ahead_starts_its_reference_and_expert_once_each_on_threads_of_their_own(service,
-                                                                                                monkeypatch):
-    """`Effort.start_ahead`: where the slot keeps neither, the task's reference and expert workers start on the
-    slot's threads ahead of the grade's own calls (`Slot.start_ahead`), which wait for those starts and take their
-    workers: each starts once, and the grade is as without."""
+def test_a_grade_started_ahead_starts_its_task_worker_once_on_a_thread_of_its_own(service, monkeypatch):
+    """`Effort.start_ahead`: where the slot keeps none, the task's worker (its expert and reference in one,
+    `task_workers`) starts on a slot's thread ahead of the grade's own calls (`Slot.start_ahead`), which wait for that
+    start and take its worker: it starts once, and the grade is as without."""
     import dataclasses
     import threading
     import time
@@ -669,7 +668,7 @@ def test_a_grade_started_ahead_starts_its_reference_and_expert_once_each_on_thre
     spawn = slot._spawn
 
     def recorded(*args, **kwargs):
-        if kwargs.get("role") in ("expert", "reference"):
+        if kwargs.get("role") in ("expert", "reference", "task"):
             started.append((kwargs["role"], kwargs.get("aside", False), threading.current_thread().name))
             if threading.current_thread().name.startswith("slot0-ahead"):  # still starting when the grade asks
                 time.sleep(1.0)
@@ -679,9 +678,10 @@ def test_a_grade_started_ahead_starts_its_reference_and_expert_once_each_on_thre
     monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, start_ahead=True))
     r = _grade(service, "started_ahead", HONEST)
     assert r.status is Status.CORRECT, r.reason
-    assert sorted(started) == [("expert", True, "slot0-ahead1"), ("reference", True, "slot0-ahead0")], started
-    roles = list(slot.live.values())  # this module grades one task: its two kept workers, and no second of either
-    assert roles.count("expert") == 1 and roles.count("reference") == 1, slot.live
+    # one worker serves the task's expert and reference (`task_workers`, on by default): one start ahead
+    assert started == [("task", True, "slot0-ahead0")], started
+    roles = list(slot.live.values())  # this module grades one task: its one kept worker, and no second
+    assert roles.count("task") == 1 and "expert" not in roles and "reference" not in roles, slot.live
 
 
 def test_an_attempts_first_call_that_raises_is_charged_to_its_compile_phase_as_its_part_is(service):
