@@ -478,7 +478,8 @@ class Slot:
         self._kept: dict[str, WorkerConn] = {}
         self.task_workers = task_workers
         """One kept worker a task serves as its expert twin and its reference both (`task`), for the tasks whose expert
-        and reference come from one author (`session.SealedTask.one_author`); off until a GPU run has measured it."""
+        and reference come from one author (`session.SealedTask.one_author`); the service's `task_workers` (on by
+        default since grader 0.21.0)."""
         self.max_kept = 2 * max(1, kept_tasks)
         """Expert and reference workers kept (`_kept_or_started`): those of the `kept_tasks` tasks used last. Each holds
         a device context; grading attempts grouped by task keeps a slot's own tasks few (`GraderService.keep_tasks`)."""

@@ -232,8 +232,9 @@ class Floor(Exception):
 
 class SealedTask:
     """One card as the sealed parent grades it. Its reference (and error scale) is corpus code: it runs
-    only in a sandboxed worker of its own (`Slot.reference`); the expert runs in another
-    (`Slot.expert`), timed exactly as candidates are. Nothing of the card is executed in this process."""
+    only in a sandboxed worker (`Slot.reference`); the expert runs in another (`Slot.expert`), timed exactly
+    as candidates are, or, when the two come from one author (`one_author`), both in one (`Slot.task`).
+    Nothing of the card is executed in this process."""
 
     def __init__(self, card: TaskCard, device: str):
         self.card = card
