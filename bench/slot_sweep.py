@@ -7,7 +7,8 @@ table of them side by side.
 Each run is `bench/gpu_acceptance.py --groups cuda_l1,demo --fresh-sample 0 --workers N`, round 1 only, in a
 process of its own (a fresh service, an empty extension cache), stopped at `--run-s`. A run is `N` (slots) or
 `NxD` (slots, demo attempts: `6x96` grades 96 of the demo corpus beside the CUDA-L1 sample, more attempts a task),
-either followed by `+part` for each part the run switches on (`6+start_ahead`: the acceptance's `--with`), and
+either followed by `+part` for each part the run switches on (`6+start_ahead`: the acceptance's `--with`) or
+`-part` for each it switches off (`8-task_workers`: its `--without`), and
 last by `:R/H` for a timing effort other than the device's default (`6:10/0.015`: at least 10 timed pairs a size,
 stopping once the interval is within 0.015 either side; the acceptance's `--min-reps` and `--target-halfwidth`).
 Repeat a run (`12,6,8,12`) to see how far the machine's warming caches move the first: the sweep's first run finds
@@ -50,17 +51,19 @@ KEPT_ROLES = ("expert", "reference", "task")
 
 
 def parse_runs(text: str, demo: int) -> list[tuple[int, int, tuple[str, ...], tuple[int, float] | None]]:
-    """`12,8x96,6+start_ahead,6:10/0.015` -> [(12, demo, (), None), (8, 96, (), None), (6, demo, ("start_ahead",),
-    None), (6, demo, (), (10, 0.015))]: slots, demo attempts, the parts switched on (`--with`), the timing effort
-    (least pairs, half-width target; None: the device's default); a clear error for anything else."""
+    """`12,8x96,6+start_ahead,6-task_workers,6:10/0.015` -> [(12, demo, (), None), (8, 96, (), None), (6, demo,
+    ("start_ahead",), None), (6, demo, ("-task_workers",), None), (6, demo, (), (10, 0.015))]: slots, demo attempts,
+    the parts switched on (`+part`: the acceptance's `--with`) or off (`-part`, kept as "-part": its `--without`), the
+    timing effort (least pairs, half-width target; None: the device's default); a clear error for anything else."""
     runs = []
     for item in (t.strip() for t in text.split(",") if t.strip()):
-        m = re.fullmatch(r"(\d{1,3})(?:x(\d{1,4}))?((?:\+[a-z_]+)*)(?::(\d{1,3})/(0?\.\d+))?", item)
+        m = re.fullmatch(r"(\d{1,3})(?:x(\d{1,4}))?((?:[+-][a-z_]+)*)(?::(\d{1,3})/(0?\.\d+))?", item)
         if not m or int(m.group(1)) < 1 or (m.group(4) and int(m.group(4)) < 1):
-            raise ValueError(f"--runs: {item!r} is not N[xD][+part...][:R/H] (N slots >= 1, D demo attempts, parts "
-                             "for --with, R least timed pairs >= 1 and H the half-width target, e.g. 6:10/0.015)")
+            raise ValueError(f"--runs: {item!r} is not N[xD][+part...][-part...][:R/H] (N slots >= 1, D demo "
+                             "attempts, parts for --with and --without, R least timed pairs >= 1 and H the half-width "
+                             "target, e.g. 6:10/0.015)")
         runs.append((int(m.group(1)), int(m.group(2)) if m.group(2) else demo,
-                     tuple(p for p in m.group(3).split("+") if p),
+                     tuple(p.lstrip("+") for p in re.findall(r"[+-][a-z_]+", m.group(3))),
                      (int(m.group(4)), float(m.group(5))) if m.group(4) else None))
     if not runs:
         raise ValueError("--runs: no run given")
@@ -134,7 +137,8 @@ def main() -> int:
     rows, names = [], collections.Counter()
     with open(args.out / "sweep.log", "w") as log, open(args.out / "summaries.txt", "w") as summaries:
         for slots, demo, parts, effort in runs:
-            name = (f"w{slots}" + (f"x{demo}" if demo != args.demo else "") + "".join(f"+{p}" for p in parts)
+            name = (f"w{slots}" + (f"x{demo}" if demo != args.demo else "")
+                    + "".join(p if p.startswith("-") else f"+{p}" for p in parts)
                     + (f":{effort[0]}/{effort[1]:g}" if effort else ""))
             names[name] += 1
             name += f".{names[name]}" if names[name] > 1 else ""
@@ -143,8 +147,11 @@ def main() -> int:
                    "--workers", str(slots), "--groups", "cuda_l1,demo", "--cuda-l1", str(args.cuda_l1),
                    "--demo", str(demo), "--fresh-sample", "0", "--budget-s", str(args.run_s - 60),
                    "--hard-stop-s", str(args.run_s - 25), "--stall-s", "60", "--device", args.device, *extra]
-            if parts:
-                cmd += ["--with", ",".join(parts)]
+            on, off = [p for p in parts if not p.startswith("-")], [p[1:] for p in parts if p.startswith("-")]
+            if on:
+                cmd += ["--with", ",".join(on)]
+            if off:
+                cmd += ["--without", ",".join(off)]
             if effort:
                 cmd += ["--min-reps", str(effort[0]), "--target-halfwidth", str(effort[1])]
             t0 = time.perf_counter()
