@@ -42,10 +42,15 @@ def test_one_author_is_a_built_in_card_as_built_or_a_card_whose_expert_is_its_re
 
 
 @pytest.fixture(scope="module")
-def service():
+def service(tmp_path_factory):
+    """One slot with task workers, and beside the catalogue a card of two authors: the built-in gelu's expert with a
+    reference of another's (an importer's card whose expert is not its reference)."""
     from grader.service import GraderService
 
-    with GraderService(workers=1, task_workers=True) as svc:
+    card = load_catalogue()["gelu_fp32"]
+    cards = tmp_path_factory.mktemp("two_authors") / "cards.jsonl"
+    cards.write_text(json.dumps(dataclasses.asdict(dataclasses.replace(card, task_id="two_authors_gelu"))) + "\n")
+    with GraderService(workers=1, task_workers=True, catalogue_extra=[str(cards)]) as svc:
         yield svc
 
 
@@ -62,7 +67,7 @@ def test_a_task_worker_answers_for_the_reference_in_its_arena_and_times_the_expe
               "low": 0.0, "high": 1.0}]
     conn = slot.task("casts@1", CASTS_ITSELF, CASTS_ITSELF, None, 60.0, answer_bytes=1 << 20)
     try:
-        assert conn.role == "task" and slot.live[conn.pid] == "task" and set(slot._kept) == {"task:casts@1"}
+        assert conn.role == "task" and slot.live[conn.pid] == "task" and slot._kept["task:casts@1"] is conn
         assert conn.arena is not None
         x = make_inputs(specs, 7, service.device)[0]
         ref, _, _ = conn.request({"op": "reference", "specs": specs, "seed": 7, "task_inputs": False, "key": "a"},
@@ -80,26 +85,27 @@ def test_a_task_worker_answers_for_the_reference_in_its_arena_and_times_the_expe
         assert torch.equal(conn.arena.read(ref["tensors"], "cpu")[0], answer)
     finally:  # the expert's role and the reference's end the same worker
         slot.drop_reference("casts@1")
-        assert not slot._kept
+        assert "task:casts@1" not in slot._kept and conn.pid not in slot.live
 
 
 @pytest.mark.slow
-def test_a_built_in_task_grades_with_one_worker_as_with_two(service):
-    from grader.service import GraderService
-
-    right = GradeRequest(attempt_id="right", task_id="gelu_fp32", source=GELU, language="pytorch")
-    wrong = GradeRequest(attempt_id="wrong", task_id="gelu_fp32", source=GELU.replace("0.5 *", "0.49 *"),
-                         language="pytorch")
-    one = list(service.grade([right, wrong]))
-    key = service.task("gelu_fp32").expert_key
-    names = {n for n in service.slots[0]._kept if n.endswith(":" + key)}
-    assert names == {f"task:{key}"}
-    with GraderService(workers=1, task_workers=False) as two_svc:
-        two = list(two_svc.grade([right, wrong]))
-        assert {n.split(":")[0] for n in two_svc.slots[0]._kept if n.endswith(":" + key)} == {"expert", "reference"}
-    assert [r.status for r in one] == [r.status for r in two] == [Status.CORRECT, Status.WRONG_OUTPUT], \
-        [(r.status, r.reason) for r in one + two]
-    assert all(r.sandbox["task_worker"] is True for r in one) and all("task_worker" not in r.sandbox for r in two)
+def test_a_task_of_one_author_grades_with_one_worker_and_one_of_two_with_two(service):
+    """The same attempts, right and wrong, on the built-in gelu (one author: one worker) and on a card whose reference
+    is another's (two workers, under two uids, as before): the same verdicts, and each grade says which it had."""
+    got = {}
+    for task in ("gelu_fp32", "two_authors_gelu"):
+        right = GradeRequest(attempt_id=f"right_{task}", task_id=task, source=GELU, language="pytorch")
+        wrong = GradeRequest(attempt_id=f"wrong_{task}", task_id=task, source=GELU.replace("0.5 *", "0.49 *"),
+                             language="pytorch")
+        got[task] = sorted(service.grade([right, wrong]), key=lambda r: r.attempt_id)
+    kept = {n.split(":")[0]: n.split(":", 1)[1] for n in service.slots[0]._kept}
+    assert kept == {"task": service.task("gelu_fp32").expert_key,
+                    "expert": service.task("two_authors_gelu").expert_key,
+                    "reference": service.task("two_authors_gelu").expert_key}, kept
+    for task, one in (("gelu_fp32", True), ("two_authors_gelu", False)):
+        assert [r.status for r in got[task]] == [Status.CORRECT, Status.WRONG_OUTPUT], \
+            [(r.status, r.reason) for r in got[task]]
+        assert all(r.sandbox["task_worker"] is one for r in got[task]), task
 
 
 @pytest.mark.skipif(not ROOT, reason="the sandbox's namespaces and uids need root")
