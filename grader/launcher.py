@@ -241,6 +241,12 @@ class WorkerConn:
         reply.update(record)
         return reply, payload
 
+    def answer_audit_mark(self) -> int:
+        """Where the audit lines that judge the reference's next load, answer or task inputs begin: a reference worker's
+        every line; a task's one worker's (`Slot.task`) from here, its expert's lines before being drained and not
+        judged, as an expert worker's are."""
+        return len(self.drain_audit()) if self.role == "task" else 0
+
     def drain_audit(self) -> list[str]:
         while True:
             r, _, _ = select.select([self.audit], [], [], 0)
@@ -801,7 +807,7 @@ class Slot:
             # worker only the reference's loads answer for that: what its expert's load reported is drained and not
             # judged, as an expert worker's is.
             judged = role == "reference" or msg.get("as") in ("reference", "scale")
-            seen = len(conn.drain_audit()) if role != "reference" else 0
+            seen = conn.answer_audit_mark()
             reply, _, _ = conn.request(msg, timeout_s, fd=lend)
             if not reply.get("ok") or (judged and conn.drain_audit()[seen:]):
                 self._kill(conn, None)

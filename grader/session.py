@@ -1250,7 +1250,7 @@ def _task_inputs(g: _Grade, sz: _Size, seed: int) -> tuple[dict, int]:
     fd = None
     try:
         conn = _reference_worker(g)
-        mark = _audit_mark(conn)
+        mark = conn.answer_audit_mark()
         reply, _, _ = conn.request({"op": "inputs", "seed": seed}, EXPERT_TIMEOUT_S)
         fd = wire.recv_fd(conn.sock) if reply.get("_fd") else None
         if not reply.get("ok") or fd is None or conn.drain_audit()[mark:]:
@@ -1704,13 +1704,6 @@ def _reference_of(slot: Slot, task, aside: bool = False) -> WorkerConn:
                           inputs_entry, aside=aside)
 
 
-def _audit_mark(conn: WorkerConn) -> int:
-    """Where the audit lines that judge a reference's next answer (or its task's inputs) begin: a reference worker's
-    every line; a task's one worker's (`Slot.task`) from here, its expert's lines before being drained and not judged,
-    as an expert worker's are."""
-    return len(conn.drain_audit()) if conn.role == "task" else 0
-
-
 def _start_ahead(slot: Slot, task) -> None:
     """`Effort.start_ahead`: the task's reference and expert workers start now, each on a thread of its own, booting
     on the cores no slot is given (`Slot.start_ahead`), beside the candidate's start and load instead of one after the
@@ -1808,7 +1801,7 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
     t = time.perf_counter()
     fd = None
     try:
-        mark = _audit_mark(conn)
+        mark = conn.answer_audit_mark()
         msg = {"op": "reference", "specs": sz.specs, "seed": seed, "task_inputs": sz.given, "key": sz.key}
         if window is None:
             reply, parent_ms, waited = _answered_with_room(g, conn, msg, wait)

@@ -125,3 +125,25 @@ def test_a_hostile_reference_in_a_task_worker_defines_no_task(tmp_path):
         r = svc.grade_one(GradeRequest(attempt_id="h", task_id="reaching_gelu", source=GELU, language="pytorch"))
         assert not svc.slots[0]._kept
     assert r.status is Status.INFRA_ERROR and "reference" in r.reason, (r.status, r.reason)
+
+
+@pytest.mark.skipif(not ROOT, reason="the sandbox's namespaces and uids need root")
+def test_what_the_expert_of_a_task_worker_reports_is_not_held_against_its_reference(tmp_path):
+    """The same module, loaded as the expert (module `candidate`) and as the reference (module `reference`), reaches
+    outside its sandbox only as the expert: an expert worker's audit lines are not judged, so neither are the task
+    worker's before its reference's load and answers (`WorkerConn.answer_audit_mark`), and the grade is the
+    candidate's."""
+    from grader.service import GraderService
+
+    reach = "if __name__ == 'candidate':\n    try:\n        open('/root/.bashrc').read()\n    except OSError:\n" \
+            "        pass\n"
+    card = dataclasses.replace(load_catalogue()["gelu_fp32"], task_id="expert_reaches_gelu", reference=reach + GELU,
+                               expert=reach + GELU)
+    cards = tmp_path / "cards.jsonl"
+    cards.write_text(json.dumps(dataclasses.asdict(card)) + "\n")
+    with GraderService(workers=1, catalogue_extra=[str(cards)], task_workers=True) as svc:
+        r = svc.grade_one(GradeRequest(attempt_id="e", task_id="expert_reaches_gelu", source=GELU,
+                                       language="pytorch"))
+        (conn,) = svc.slots[0]._kept.values()
+        assert any("/root/.bashrc" in line for line in conn.audit_lines), conn.audit_lines  # it did reach
+    assert r.status is Status.CORRECT and r.sandbox["task_worker"] is True, (r.status, r.reason)
