@@ -89,7 +89,7 @@ builders, on the service's default)."""
 OPT_IN = ("gated_reference", "start_ahead", "host_verify", "keep_size_memory")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("keep_tasks", "nice_builds")
+SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "fail_fast_builds")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 

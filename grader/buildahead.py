@@ -50,6 +50,9 @@ from grader.compile_cache import ExtensionHook
 job = json.loads(sys.stdin.buffer.read())
 t0 = time.perf_counter()
 hook = ExtensionHook(os.getcwd(), job["offer"], base64.b64decode(job["offered"]))
+if job.get("fail_fast"):  # a failed command ends the build at once (grader.ninjastop)
+    from grader.ninjastop import install
+    install(os.getcwd())
 path = os.path.join(os.getcwd(), "candidate.py")
 with open(path, "w") as f:
     f.write(job["source"])
@@ -101,12 +104,13 @@ def arch_list(device: str) -> str | None:
 
 
 def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = (), address_space_mb: int | None = 16384,
-          arch: str | None = None, nice: int = 0) -> dict:
+          arch: str | None = None, nice: int = 0, fail_fast: bool = False) -> dict:
     """Import `source` in a confined builder and file what it built and what failed conclusively; the record of it
     (`s`, what the builder reported, what the parent `filed`, and how it ended). The builder is offered what the cache
     holds for the program already (an earlier round's build or failure), and compiles only what it lacks. `arch`: the
     TORCH_CUDA_ARCH_LIST the grade's workers build with (`arch_list`). `nice`: the builder's niceness, added to this
-    process's (`BUILD_NICENESS` with the service's `nice_builds`)."""
+    process's (`BUILD_NICENESS` with the service's `nice_builds`). `fail_fast`: the build ends at its first failed
+    command, not after the others (`grader.ninjastop`, the service's `fail_fast_builds`)."""
     from grader.confine import run_confined
 
     t0 = time.perf_counter()
@@ -114,10 +118,10 @@ def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = 
         index, payload = cache.offer(source, env)
     except OSError:
         index, payload = [], b""
-    job = {"source": source, "offer": index, "offered": base64.b64encode(payload).decode()}
+    job = {"source": source, "offer": index, "offered": base64.b64encode(payload).decode(), "fail_fast": fail_fast}
     done = run_confined(_BUILDER, json.dumps(job).encode(), timeout_s, memory_mb=address_space_mb,
                         fsize_mb=65536, nproc=512, tmp_mb=1024, hide_extra=list(hide_extra),
-                        preload=["grader.compile_cache"], output_cap=MAX_REPORT_BYTES,
+                        preload=["grader.compile_cache", "grader.ninjastop"], output_cap=MAX_REPORT_BYTES,
                         env_extra={"TORCH_CUDA_ARCH_LIST": arch} if arch else None, nice=nice)
     record: dict = {"s": round(time.perf_counter() - t0, 2)}
     if done.timed_out or done.overflowed:
@@ -148,8 +152,10 @@ class Builders:
     """A pool of `n` builder threads, each running one confined build at a time, in the order submitted."""
 
     def __init__(self, n: int, cache, env, on_done: Callable[[object, dict], None], *, hide_extra: list[str] = (),
-                 address_space_mb: int | None = 16384, arch: str | None = None, nice: int = 0):
+                 address_space_mb: int | None = 16384, arch: str | None = None, nice: int = 0,
+                 fail_fast: bool = False):
         self._jobs: queue.Queue = queue.Queue()
+        self._fail_fast = fail_fast
         self._cache, self._env, self._on_done = cache, env, on_done
         self._hide, self._as_mb, self._arch, self._nice = list(hide_extra), address_space_mb, arch, nice
         self._threads = [threading.Thread(target=self._run, name=f"builder-{i}", daemon=True) for i in range(n)]
@@ -171,7 +177,8 @@ class Builders:
             waited = time.perf_counter() - t_queued
             try:
                 record = build(source, self._cache, self._env, timeout_s, hide_extra=self._hide,
-                               address_space_mb=self._as_mb, arch=self._arch, nice=self._nice)
+                               address_space_mb=self._as_mb, arch=self._arch, nice=self._nice,
+                               fail_fast=self._fail_fast)
             except Exception as e:  # noqa: BLE001 - a builder's failure costs the grade a compile, never the grade
                 record = {"outcome": f"builder error: {type(e).__name__}: {e}"[:300]}
             self._on_done(key, {**record, "queued_s": round(waited, 2)})

@@ -73,7 +73,7 @@ class GraderService:
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, keep_tasks: bool | int = False, memory_watch: bool = True,
                  gated_check_calls: bool = True, settled_pairs: bool = True, nice_builds: bool = False,
-                 task_workers: bool = True):
+                 task_workers: bool = True, fail_fast_builds: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -93,6 +93,9 @@ class GraderService:
         reading from before it, and run 102's acceptance held every figure with it),
         `nice_builds` (the builders ahead run at `buildahead.BUILD_NICENESS`, so their compilers take the cores the
         grading's workers leave idle; off until a GPU run has measured it),
+        `fail_fast_builds` (a build ahead ends at its first failed command instead of waiting for the others,
+        `grader.ninjastop`: most failed CUDA-L1 builds fail in their C++ object a minute before their CUDA one ends;
+        off until a GPU run has measured it),
         `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
@@ -160,6 +163,7 @@ class GraderService:
             buildahead.default_builders(self.device) if build_ahead is None else max(0, build_ahead))
         self._address_space_mb = address_space_mb  # the builders' limit too: they run what a worker's load runs
         self.nice_builds = nice_builds
+        self.fail_fast_builds = fail_fast_builds
         self._ahead: dict[int, dict] = {}  # id(request) -> its build ahead's record, until a slot takes it
         memory_gib = (self.fingerprint.get("memory_total_mib") or 0) / 1024
         self.kept_tasks = (kept_tasks_for(memory_gib, workers) if keep_tasks is True else int(keep_tasks)
@@ -237,7 +241,8 @@ class GraderService:
 
             builders = Builders(min(self.builders, len(ahead)), self.ext_cache, self.build_env, built,
                                 hide_extra=self._hide_extra, address_space_mb=self._address_space_mb,
-                                arch=self.arch_list, nice=BUILD_NICENESS if self.nice_builds else 0)
+                                arch=self.arch_list, nice=BUILD_NICENESS if self.nice_builds else 0,
+                                fail_fast=self.fail_fast_builds)
             for req, source in ahead:
                 builders.submit(req, source, req.timeout_s)
         done: queue.Queue = queue.Queue()
