@@ -82,14 +82,15 @@ def pct(xs: list[float], q: float) -> float:
 SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "interleave", "draw_before_gate",
             "reference_first", "output_arena", "split_window", "slow_loops", "check_windows", "device_first",
             "build_ahead", "fill_behind", "answer_pool", "spare_workers", "paired_windows", "traced_release",
-            "stalled_one_pair", "gated_check_calls", "settled_pairs", "memory_watch", "task_workers")
+            "stalled_one_pair", "gated_check_calls", "settled_pairs", "memory_watch", "task_workers",
+            "fail_fast_builds")
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
 OPT_IN = ("gated_reference", "start_ahead", "host_verify", "keep_size_memory")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "fail_fast_builds")
+SERVICE_OPT_IN = ("keep_tasks", "nice_builds")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 
