@@ -75,6 +75,7 @@ hook.uninstall()
 index, payload = hook.report()
 report = {"index": index, "payload": base64.b64encode(payload).decode(), "error": error, "built": len(hook.built),
           "failed": len(hook.failed), "served": len(hook.served), "replayed": len(hook.replayed),
+          "compiled": hook.compiled[:3],
           "s": time.perf_counter() - t0}
 sys.stdout.write("\n" + json.dumps(report))  # a line of its own after the module's prints, which may not end one
 sys.stdout.flush()
@@ -111,6 +112,7 @@ def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = 
     TORCH_CUDA_ARCH_LIST the grade's workers build with (`arch_list`). `nice`: the builder's niceness, added to this
     process's (`BUILD_NICENESS` with the service's `nice_builds`). `fail_fast`: the build ends at its first failed
     command, not after the others (`grader.ninjastop`, the service's `fail_fast_builds`)."""
+    from grader.compile_cache import summaries
     from grader.confine import run_confined
 
     t0 = time.perf_counter()
@@ -143,6 +145,8 @@ def build(source: str, cache, env, timeout_s: float, *, hide_extra: list[str] = 
     cached = sum(int(report.get(k) or 0) for k in ("served", "replayed"))  # the builder's word: a record only
     record["outcome"] = ("built" if builds and len(filed) == builds else "failed" if not builds and filed
                          else "built and failed" if filed else "in the cache already" if cached else "nothing filed")
+    if compiled := summaries(report.get("compiled")):
+        record["compiled"] = compiled
     if report.get("error") and not filed:
         record["import_error"] = str(report["error"])[-300:]
     return record

@@ -137,6 +137,27 @@ def material_of(api: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+MAX_SUMMARIES = 3
+"""The most builds a record summarises (`material_summary`)."""
+
+
+def material_summary(material: dict[str, Any]) -> dict[str, str]:
+    """Each argument of a build's material by the first 8 hex digits of its sha256, the whole material's under "*":
+    two builds of one program that should have been one entry show which argument told them apart."""
+    return {"*": sha256_hex(_canonical(material))[:8],
+            **{str(k): sha256_hex(_canonical(v))[:8] for k, v in sorted(material.items())}}
+
+
+def summaries(value: Any) -> list[dict[str, str]]:
+    """`material_summary`s a worker or builder reported, kept only as such (it is untrusted: plain short strings,
+    a few of them)."""
+    if not isinstance(value, list):
+        return []
+    return [{k: v for k, v in d.items() if isinstance(k, str) and len(k) <= 40 and isinstance(v, str)
+             and len(v) == 8}
+            for d in value[:MAX_SUMMARIES] if isinstance(d, dict) and len(d) <= 40]
+
+
 def binding(module_source: str, env: BuildEnv) -> str:
     """The part of every key that ties an entry to one exact program and one build environment."""
     return sha256_hex(_canonical({"format": CACHE_FORMAT, "module": sha256_hex(module_source), "env": asdict(env)}))
@@ -358,6 +379,9 @@ class ExtensionHook:
         self.failed: list[str] = []
         """The last lines of each build that raised (the candidate's code may catch it and fall back to the
         library, which the own-kernel rule then floors: the grade says why its kernel never ran)."""
+        self.compiled: list[dict[str, str]] = []
+        """What each build torch ran here was built from (`material_summary`): a later grade of the same program
+        that compiles again instead of being served says, beside its build ahead's, which argument differed."""
         self._saved: dict[str, Callable] = {}
 
     def __enter__(self) -> "ExtensionHook":
@@ -406,6 +430,7 @@ class ExtensionHook:
             self.failed.append(text)
             raise RuntimeError(f"Error building extension (the same sources failed to build before, ahead of this "
                                f"grade or in an earlier one): {text}")
+        self.compiled.append(material_summary(material))
         try:
             mod = orig(*args, **kwargs)
         except BaseException as e:

@@ -1902,7 +1902,8 @@ def _ext_record(cache: compile_cache.CompileCache, source: str, env, use: bool, 
     return {"served": len({d for d in claimed if isinstance(d, str) and d in offered}),
             **({"replayed": n} if (n := len({d for d in replayed if isinstance(d, str) and d in offered})) else {}),
             "built": len(reply["ext_built"]) if isinstance(reply.get("ext_built"), list) else 0, "filed": filed,
-            **({"failed": failed} if failed else {})}
+            **({"failed": failed} if failed else {}),
+            **({"compiled": c} if (c := compile_cache.summaries(reply.get("ext_compiled"))) else {})}
 
 
 OOM_EVIDENCE_S = 2.0

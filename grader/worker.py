@@ -276,7 +276,7 @@ def _hook_outcome(hook) -> dict:
     except Exception:  # noqa: BLE001 - candidate code ran in this interpreter: a broken report is a missed entry
         built, blob = [], b""
     return {"served": list(hook.served), "replayed": list(hook.replayed), "failed": [str(f) for f in hook.failed[:3]],
-            "built": built, "blob": blob}
+            "compiled": [dict(m) for m in hook.compiled[:3]], "built": built, "blob": blob}
 
 
 def _plain(value, depth: int = 0, _type=type):
@@ -572,7 +572,8 @@ class Worker:
         if not isinstance(outcome, dict):  # the hook's record was broken: only missed cache entries
             outcome = {"served": [], "failed": [], "built": [], "blob": b""}
         ext = {"ext_served": list(outcome.get("served") or []), "ext_replayed": list(outcome.get("replayed") or []),
-               "ext_failed": [_text(f)[:800] for f in (outcome.get("failed") or [])[:3]]}
+               "ext_failed": [_text(f)[:800] for f in (outcome.get("failed") or [])[:3]],
+               "ext_compiled": list(outcome.get("compiled") or [])[:3]}
         built, blob = outcome.get("built") or [], outcome.get("blob") or b""
         if built and type(blob) is bytes and len(wire._dumps({"b": built})) <= MAX_EXT_REPORT_HEADER \
                 and len(blob) <= wire.REPLY_PAYLOAD_CAP["load"]:

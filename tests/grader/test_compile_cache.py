@@ -258,8 +258,11 @@ def test_service_serves_a_cached_build_to_the_same_program_only(tmp_path: Path) 
         assert str(root) in svc.slots[0].config["hide"]  # the cache is one of the worker's sealed paths
         first = svc.grade_one(req("first"))
         assert first.status is Status.CORRECT, first.reason
-        assert first.sandbox["ext_cache"] == {"sealed": True, "offered": 0, "served": 0, "built": 1, "filed": 1}
+        record = dict(first.sandbox["ext_cache"])
+        [compiled] = record.pop("compiled")  # what it compiled, argument by argument (compile_cache.material_summary)
+        assert record == {"sealed": True, "offered": 0, "served": 0, "built": 1, "filed": 1}
         [entry] = _entries(root)
+        assert compiled["*"] == entry.name[:8] and "cpp_sources" in compiled
         assert (entry / "kt_cache_softmax_probe.so").stat().st_size > 0
 
         second = svc.grade_one(req("second"))
@@ -286,6 +289,18 @@ def test_service_serves_a_cached_build_to_the_same_program_only(tmp_path: Path) 
     assert not entry.exists() or bytes(data) != (entry / "kt_cache_softmax_probe.so").read_bytes()
     if third.status is not Status.TIMEOUT:  # a host fast enough to rebuild within the budget
         assert third.status is Status.CORRECT and third.sandbox["ext_cache"]["built"] == 1, third.reason
+
+
+def test_a_reported_material_summary_is_kept_only_as_short_plain_strings() -> None:
+    from grader.compile_cache import material_summary, summaries
+
+    good = material_summary({"api": "load_inline", "cpp_sources": ["int x;"], "extra_cflags": ["-O3"]})
+    assert set(good) == {"*", "api", "cpp_sources", "extra_cflags"} and all(len(v) == 8 for v in good.values())
+    assert good != material_summary({"api": "load_inline", "cpp_sources": ["int x;"], "extra_cflags": ["-O2"]})
+    hostile = [good, {"*": "x" * 10_000}, {"k" * 100: "abcdefgh"}, "not a dict",
+               {str(i): "abcdefgh" for i in range(99)}, good, good]
+    assert summaries(hostile) == [good, {}, {}]  # three at most, each key and value bounded
+    assert summaries("nope") == [] and summaries(None) == []
 
 
 def test_a_build_that_raises_is_recorded_with_its_last_lines(tmp_path: Path, monkeypatch) -> None:

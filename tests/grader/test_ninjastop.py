@@ -125,6 +125,9 @@ def test_a_builder_ahead_files_the_first_failure_without_waiting_for_the_rest(tm
     assert entry.failure
     text = (entry.path / "failure.txt").read_text()
     assert "bad.cpp:1:14: error:" in text, text
+    # what it was built from, argument by argument, for telling apart a later grade's build of the same program
+    [compiled] = record["compiled"]
+    assert compiled["*"] == entry.material_sha256[:8] and {"sources", "extra_cflags", "name"} <= set(compiled)
 
 
 if __name__ == "__main__":
