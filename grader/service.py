@@ -96,7 +96,7 @@ class GraderService:
         `fail_fast_builds` (a build ahead ends at its first failed command instead of waiting for the others,
         `grader.ninjastop`: most failed CUDA-L1 builds fail in their C++ object a minute before their CUDA one ends;
         on since grader 0.21.1: on one H100, H100 runs 120 and 121, the builders' time fell 29% with the same
-        verdicts, and the round's last build, a failure in its C++ object, ended about 50 s sooner),
+        verdicts, and the build that had ended every round, a failure in its C++ object, ended 37-48 s sooner),
         `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
