@@ -444,6 +444,18 @@ def build_lines(results: list[GradeResult]) -> list[str]:
         out.append("  the grades' own loads	" + ", ".join(
             f"{k} {sum(e.get(k, 0) for e in ext)}" for k in ("served", "replayed", "built", "filed"))
             + f" (of {len(ext)} loads offered the cache)")
+    for r in results:  # built ahead, then compiled again in its slot: which arguments told the two builds apart
+        e = r.sandbox.get("ext_cache")
+        if not (isinstance(e, dict) and isinstance(e.get("ahead"), dict) and e["ahead"].get("compiled")
+                and e.get("compiled")):
+            continue
+        ahead, own = e["ahead"]["compiled"], e["compiled"]
+        if {a.get("*") for a in ahead} & {o.get("*") for o in own}:
+            what = "the same material"
+        else:
+            differ = {k for a in ahead for o in own for k in set(a) | set(o) if k != "*" and a.get(k) != o.get(k)}
+            what = "arguments that differ: " + ", ".join(sorted(differ))
+        out.append(f"  built ahead, compiled again in its slot\t{r.attempt_id}: {what}")
     return out
 
 

@@ -147,6 +147,17 @@ def test_builds_ahead_and_the_grades_own_loads_are_summarised():
                      "median 6.0 s")
     assert loads == "  the grades' own loads\tserved 1, replayed 1, built 0, filed 0 (of 2 loads offered the cache)"
 
+    # An attempt built ahead whose grade compiled again (CUDA-L1's L1:T3 since run 118): the arguments that differ.
+    builder = {"*": "aaaaaaaa", "cpp_sources": "11111111", "extra_ldflags": "22222222", "name": "33333333"}
+    rows[0].sandbox["ext_cache"] = {"ahead": {**ahead[1], "compiled": [builder]}, "built": 1, "filed": 1,
+                                    "compiled": [{**builder, "*": "bbbbbbbb", "extra_ldflags": "44444444"}]}
+    rows[1].sandbox["ext_cache"] = {"ahead": {**ahead[1], "compiled": [builder]}, "built": 1, "filed": 1,
+                                    "compiled": [builder]}
+    *_, differs, same = build_lines(rows[:2])
+    assert differs == (f"  built ahead, compiled again in its slot\t{rows[0].attempt_id}: "
+                       "arguments that differ: extra_ldflags")
+    assert same == f"  built ahead, compiled again in its slot\t{rows[1].attempt_id}: the same material"
+
 
 def test_the_answer_replay_counts_every_verification_of_a_recorded_run_once():
     """bench/answer_reuse.py on H200 run 66's grades (the tasks of this catalogue; the CUDA-L1 sample's cards are not
