@@ -42,7 +42,7 @@ args = sys.argv[1:]
 if "--version" in args or "-t" in args:
     os.execv(REAL, [REAL] + args)
 proc = subprocess.Popen([REAL] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-fd, out, seen, failed_at, last = proc.stdout.fileno(), sys.stdout.buffer, b"", None, time.monotonic()
+fd, out, seen, failed, last = proc.stdout.fileno(), sys.stdout.buffer, b"", False, time.monotonic()
 while True:
     ready, _, _ = select.select([fd], [], [], 0.05)
     now = time.monotonic()
@@ -53,11 +53,10 @@ while True:
         out.write(data)
         out.flush()
         last = now
-        if failed_at is None:
+        if not failed:
             seen = (seen + data)[-65536:]
-            if seen.startswith(b"FAILED: ") or b"\nFAILED: " in seen:
-                failed_at = now
-    elif failed_at is not None and now - last >= QUIET_S:
+            failed = seen.startswith(b"FAILED: ") or b"\nFAILED: " in seen
+    elif failed and now - last >= QUIET_S:
         proc.send_signal(signal.SIGTERM)  # ninja stops every other command's process group, then exits
         try:
             proc.wait(STOP_WAIT_S)

@@ -2,8 +2,8 @@
 and the commands still running are stopped.
 
 The command that never ends here is a real compiler reading a header that is a FIFO nobody writes: ninja without the
-wrapper waits for it forever, so each test fails (by its timeout) when the stop is removed, and none depends on how
-fast this host compiles."""
+wrapper waits for it forever, so the tests of a failed build fail (by their timeouts) when the stop is removed, and
+none depends on how fast this host compiles."""
 from __future__ import annotations
 
 import errno
