@@ -90,7 +90,7 @@ builders, on the service's default)."""
 OPT_IN = ("gated_reference", "start_ahead", "host_verify", "keep_size_memory")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("keep_tasks", "nice_builds")
+SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_triton")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 
@@ -732,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
         env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
                    target_log2_halfwidth=svc.effort.target_log2_halfwidth, size_budget_s=svc.effort.size_budget_s,
                    answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,
-                   kept_tasks=svc.kept_tasks,
+                   kept_tasks=svc.kept_tasks, triton_seed=svc.triton_seed,
                    switched_on={**{part: getattr(svc.effort, part) for part in OPT_IN},
                                 **{part: part in served for part in SERVICE_OPT_IN}})
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
@@ -741,7 +741,9 @@ def main(argv: list[str] | None = None) -> int:
             f"min_reps {svc.effort.min_reps}, target half-width {svc.effort.target_log2_halfwidth}, size budget "
             f"{svc.effort.size_budget_s} s; switched on: "
             f"{', '.join([p for p in OPT_IN if getattr(svc.effort, p)] + sorted(served)) or 'nothing'}\n"
-            f"# {profile_line(env['host'])}")
+            f"# {profile_line(env['host'])}"
+            + (f"\n# Triton's module built for the workers (grader.tritonseed): {json.dumps(svc.triton_seed)}"
+               if svc.triton_seed else ""))
         clock["graded_t0"] = clock["last_grade"] = time.perf_counter()
         watch = svc.watch
         host.append(HostWatch(svc.roles, device_used=watch.used if watch is not None else None,

@@ -519,6 +519,7 @@ class Slot:
         self.boot_timeout_s = boot_timeout_s
         self.zygote: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
+        self._triton_seed: dict[str, bytes] = {}  # `seed_triton`'s, for a zygote started again
         if mode == "zygote":
             self._launch_zygote()
             if not defer_ready:
@@ -527,6 +528,32 @@ class Slot:
     def _start_zygote(self) -> None:
         self._launch_zygote()
         self.await_ready()
+        if self._triton_seed:  # a zygote started again is given the seed again
+            self._send_triton_seed()
+
+    def seed_triton(self, files: dict[str, bytes]) -> bool:
+        """Give this slot's zygote Triton's host module as the service built it (grader.tritonseed): every worker it
+        forks from now on plants it in its own Triton cache. False when the zygote refused it (its workers then
+        build the module themselves, as without a seed)."""
+        if self.mode != "zygote" or not files:
+            return False
+        with self._ctl_lock:
+            self._triton_seed = dict(files)
+            return self._send_triton_seed()
+
+    def _send_triton_seed(self) -> bool:
+        from grader import tritonseed
+
+        fd = os.memfd_create("kerneltraj-triton-seed", os.MFD_CLOEXEC)
+        try:
+            blob = memoryview(tritonseed.encode(self._triton_seed))
+            while blob:
+                blob = blob[os.write(fd, blob):]
+            os.lseek(fd, 0, os.SEEK_SET)
+            zygote.ctl_send(self.ctl, {"op": "triton_seed"}, [fd])
+        finally:
+            os.close(fd)
+        return bool(zygote.ctl_recv(self.ctl).get("ok"))
 
     def _launch_zygote(self) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -671,6 +698,9 @@ class Slot:
                          *((f"boot's {k}", v) for k, v in sorted(parts.items()))):
             if isinstance(ms, (int, float)):  # the worker's clock: entering its sandbox, its whole boot, its parts
                 self.note(f"{started}: {part}", ms / 1e3)
+        seeded = hello.get("triton_seed")
+        if isinstance(seeded, dict) and isinstance(seeded.get("ms"), (int, float)):  # its word, for the table only
+            self.note(f"{started}: Triton's module planted (grader.tritonseed)", seeded["ms"] / 1e3)
         self.note(f"{started}: to its hello and gate", time.perf_counter() - t_start)  # this side's clock
         return conn
 

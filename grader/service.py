@@ -73,7 +73,7 @@ class GraderService:
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, keep_tasks: bool | int = False, memory_watch: bool = True,
                  gated_check_calls: bool = True, settled_pairs: bool = True, nice_builds: bool = False,
-                 task_workers: bool = True, fail_fast_builds: bool = True):
+                 task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -97,6 +97,9 @@ class GraderService:
         `grader.ninjastop`: most failed CUDA-L1 builds fail in their C++ object a minute before their CUDA one ends;
         on since grader 0.21.1: on one H100, H100 runs 120 and 121, the builders' time fell 29% with the same
         verdicts, and the build that had ended every round, a failure in its C++ object, ended 37-48 s sooner),
+        `seed_triton` (Triton's host module built once for the service and planted in every worker's own Triton
+        cache, grader.tritonseed, instead of each worker's first kernel building it with the C compiler; on a GPU
+        only; off until a GPU run has measured it),
         `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
@@ -170,6 +173,17 @@ class GraderService:
         self.kept_tasks = (kept_tasks_for(memory_gib, workers) if keep_tasks is True else int(keep_tasks)
                            if keep_tasks else KEPT_TASKS)
         self.keep_tasks = bool(keep_tasks)
+        self.triton_seed: dict = {}
+        """What `seed_triton` built and gave the slots (grader.tritonseed's record, with `slots`: how many took it)."""
+        seeding = None
+        if seed_triton and cuda and mode == "zygote":  # built while the zygotes import
+            from grader import tritonseed
+            from grader.launcher import base_env
+
+            seed_box: list = []
+            seeding = threading.Thread(target=lambda: seed_box.append(tritonseed.build(base_env(self.device))),
+                                       daemon=True)
+            seeding.start()
         self.slots = [Slot(i, mode, self.device, hide, reveal=revealed_paths(), address_space_mb=address_space_mb,
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
@@ -178,6 +192,10 @@ class GraderService:
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
+        if seeding is not None:
+            seeding.join()
+            files, self.triton_seed = seed_box[0] if seed_box else ({}, {"error": "the seed's build raised"})
+            self.triton_seed["slots"] = sum(slot.seed_triton(files) for slot in self.slots) if files else 0
         self.gpu_lock = DeviceLock(interleave=interleave, device_first=device_first)
         for slot in self.slots:
             slot.note = self.gpu_lock.note

@@ -102,6 +102,9 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
     os.dup2(log, 2)
     os.close(log)
     settle_in(cfg["env"], scratch, cfg["hide"], cfg.get("reveal", []))
+    t_seed = time.perf_counter()
+    seeded = _plant_triton_seed()
+    t_seeded = time.perf_counter()
     from grader.worker import Worker
 
     t_sandbox = time.perf_counter()
@@ -113,7 +116,29 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
     hello = {"ok": True, "hello": True, "pid": os.getpid(), "sandbox": layers, "audit_fd": audit_fd,
              "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3,
              "boot_parts_ms": worker.boot_parts_ms}
+    if seeded:
+        hello["triton_seed"] = {"files": seeded, "ms": (t_seeded - t_seed) * 1e3}
     return worker, hello
+
+
+_TRITON_SEED: dict[str, bytes] = {}
+"""Triton's host module as the service built it (grader.tritonseed), given to this zygote once (`triton_seed`): every
+worker forked after that finds it in its own Triton cache."""
+
+
+def _plant_triton_seed() -> int:
+    """Write the zygote's Triton seed into this worker's own cache (`TRITON_CACHE_DIR`, set by `settle_in`), before
+    anything of the attempt's runs; the number of files written (0 without a seed, or if it could not be written:
+    Triton then builds its module itself)."""
+    cache = os.environ.get("TRITON_CACHE_DIR")
+    if not _TRITON_SEED or not cache:
+        return 0
+    from grader import tritonseed
+
+    try:
+        return tritonseed.plant(_TRITON_SEED, cache)
+    except OSError:
+        return 0
 
 
 def settle_in(env: dict, scratch: str, hide: list[str], reveal: list[str]) -> None:
@@ -261,7 +286,7 @@ def check_fork_safe() -> None:
 PREIMPORTS = (
     "triton", "triton.language", "torch.profiler",
     "grader.boundary", "grader.compile_cache", "grader.guard", "grader.inputs", "grader.sandbox", "grader.timing",
-    "grader.worker",
+    "grader.tritonseed", "grader.worker",
     # The first profiler session imports these (seconds); import them once here, before any fork.
     # Running the profiler itself here would start native threads that a fork cannot carry.
     "torch._dynamo", "torch._inductor",
@@ -341,6 +366,19 @@ def zygote_main(ctl_fd: int) -> None:
             os.close(fd)
             os.close(audit_fd)
             if not _answered(ctl, {"ok": True, "pid": pid}):
+                return
+        elif msg["op"] == "triton_seed":  # grader.tritonseed: kept for every worker forked from now on
+            from grader import tritonseed
+
+            _TRITON_SEED.clear()
+            try:
+                with os.fdopen(msg["_fds"][0], "rb") as f:
+                    _TRITON_SEED.update(tritonseed.decode(f.read()))
+                answer = {"ok": True, "files": len(_TRITON_SEED)}
+            except (OSError, ValueError) as e:  # no seed: every worker builds Triton's module itself, as before
+                _TRITON_SEED.clear()
+                answer = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+            if not _answered(ctl, answer):
                 return
         elif msg["op"] == "reap":
             _, status = os.waitpid(int(msg["pid"]), 0)
