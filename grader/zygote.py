@@ -139,6 +139,8 @@ def _plant_triton_seed() -> int:
         return tritonseed.plant(_TRITON_SEED, cache)
     except OSError:
         return 0
+    finally:
+        _TRITON_SEED.clear()  # this worker's copy of the zygote's memory needs it no more
 
 
 def settle_in(env: dict, scratch: str, hide: list[str], reveal: list[str]) -> None:
@@ -375,7 +377,7 @@ def zygote_main(ctl_fd: int) -> None:
                 with os.fdopen(msg["_fds"][0], "rb") as f:
                     _TRITON_SEED.update(tritonseed.decode(f.read()))
                 answer = {"ok": True, "files": len(_TRITON_SEED)}
-            except (OSError, ValueError) as e:  # no seed: every worker builds Triton's module itself, as before
+            except (OSError, ValueError, IndexError) as e:  # no seed: each worker builds Triton's module itself
                 _TRITON_SEED.clear()
                 answer = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
             if not _answered(ctl, answer):
