@@ -83,14 +83,14 @@ SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "inte
             "reference_first", "output_arena", "split_window", "slow_loops", "check_windows", "device_first",
             "build_ahead", "fill_behind", "answer_pool", "spare_workers", "paired_windows", "traced_release",
             "stalled_one_pair", "gated_check_calls", "settled_pairs", "memory_watch", "task_workers",
-            "fail_fast_builds")
+            "fail_fast_builds", "seed_triton")
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
 OPT_IN = ("gated_reference", "start_ahead", "host_verify", "keep_size_memory")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_triton")
+SERVICE_OPT_IN = ("keep_tasks", "nice_builds")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 
@@ -451,7 +451,8 @@ def build_lines(results: list[GradeResult]) -> list[str]:
             continue
         ahead, own = e["ahead"]["compiled"], e["compiled"]
         if {a.get("*") for a in ahead} & {o.get("*") for o in own}:
-            what = "the same material"
+            what = ("the same material; the grade was offered " + (", ".join(e.get("offered_materials") or [])
+                                                                  or "nothing"))
         else:
             differ = {k for a in ahead for o in own for k in set(a) | set(o) if k != "*" and a.get(k) != o.get(k)}
             what = "arguments that differ: " + ", ".join(sorted(differ))

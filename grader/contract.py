@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.21.1"
+GRADER_VERSION = "0.21.2"
 """Bumped whenever anything that can move a reward changes (protocol, tolerances, timing); its last part for a change
 of labels alone (0.19.1: a cuda candidate's wrong output after its own build failed is that build failure) or of when
 the grader fails (0.19.2: a reference out of device memory is asked again before its grade ends infra_error; 0.19.3:
@@ -27,7 +27,9 @@ with `memory_watch`, a candidate out of memory is judged on the device's full re
 0.21.0: `task_workers` on by default: a task whose expert and reference come from one author has one kept worker for
 both (`Slot.task`), so its expert is timed in a worker that also answers for the reference (H100 runs 118 and 119).
 0.21.1: `fail_fast_builds` on by default: a build ahead ends at its first failed command (`grader.ninjastop`), so a
-failed build's message holds that command's verdicts only, not those of the commands it stopped (H100 runs 120, 121)."""
+failed build's message holds that command's verdicts only, not those of the commands it stopped (H100 runs 120, 121).
+0.21.2: `seed_triton` on by default: every worker's Triton cache starts with Triton's host module as the service built
+it (`grader.tritonseed`), so no worker builds it with the C compiler (H200 runs 123 and 124)."""
 
 REWARD_FLOOR = -24.0
 """Reward of every attempt that is not a correct, unflagged kernel."""

@@ -1899,11 +1899,18 @@ def _ext_record(cache: compile_cache.CompileCache, source: str, env, use: bool, 
     replayed = reply.get("ext_replayed") if isinstance(reply.get("ext_replayed"), list) else []
     failed = [f[:800] for f in reply.get("ext_failed", []) if isinstance(f, str)][:3] \
         if isinstance(reply.get("ext_failed"), list) else []
-    return {"served": len({d for d in claimed if isinstance(d, str) and d in offered}),
+    return {**({"offered_materials": sorted(f"{str(m.get('material_sha256'))[:8]}:{_entry_kind(m)}" for m in offer)}
+               if offer else {}),
+            "served": len({d for d in claimed if isinstance(d, str) and d in offered}),
             **({"replayed": n} if (n := len({d for d in replayed if isinstance(d, str) and d in offered})) else {}),
             "built": len(reply["ext_built"]) if isinstance(reply.get("ext_built"), list) else 0, "filed": filed,
             **({"failed": failed} if failed else {}),
             **({"compiled": c} if (c := compile_cache.summaries(reply.get("ext_compiled"))) else {})}
+
+
+def _entry_kind(meta: dict) -> str:
+    """An offered entry's kind, for the record: a build's binary or a failure's text."""
+    return "failure" if meta.get("module_file") == compile_cache.FAILURE_FILE else "build"
 
 
 OOM_EVIDENCE_S = 2.0

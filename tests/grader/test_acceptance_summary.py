@@ -152,11 +152,13 @@ def test_builds_ahead_and_the_grades_own_loads_are_summarised():
     rows[0].sandbox["ext_cache"] = {"ahead": {**ahead[1], "compiled": [builder]}, "built": 1, "filed": 1,
                                     "compiled": [{**builder, "*": "bbbbbbbb", "extra_ldflags": "44444444"}]}
     rows[1].sandbox["ext_cache"] = {"ahead": {**ahead[1], "compiled": [builder]}, "built": 1, "filed": 1,
-                                    "compiled": [builder]}
+                                    "compiled": [builder], "offered_materials": ["cccccccc:failure"]}
     *_, differs, same = build_lines(rows[:2])
     assert differs == (f"  built ahead, compiled again in its slot\t{rows[0].attempt_id}: "
                        "arguments that differ: extra_ldflags")
-    assert same == f"  built ahead, compiled again in its slot\t{rows[1].attempt_id}: the same material"
+    # The same material (H200 run 123's L1:T3): then which entries the grade was offered, by digest and kind.
+    assert same == (f"  built ahead, compiled again in its slot\t{rows[1].attempt_id}: the same material; the grade "
+                    "was offered cccccccc:failure")
 
 
 def test_the_answer_replay_counts_every_verification_of_a_recorded_run_once():

@@ -269,7 +269,8 @@ def test_service_serves_a_cached_build_to_the_same_program_only(tmp_path: Path) 
         assert second.status is Status.CORRECT, second.reason
         # Served from the offer and compiled nothing: the worker's loader wrapper only reports a build
         # when torch's real loader ran, and the parent filed nothing new.
-        assert second.sandbox["ext_cache"] == {"sealed": True, "offered": 1, "served": 1, "built": 0, "filed": 0}
+        assert second.sandbox["ext_cache"] == {"sealed": True, "offered": 1, "served": 1, "built": 0, "filed": 0,
+                                               "offered_materials": [f"{entry.name[:8]}:build"]}
         assert _entries(root) == [entry]
         c1, c2 = first.phase_seconds["compile"], second.phase_seconds["compile"]
         assert c1 > 3 * c2 and c1 - c2 > 3.0, (c1, c2)
