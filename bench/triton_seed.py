@@ -77,7 +77,7 @@ def main() -> None:
     from grader import tritonseed
     from grader.launcher import base_env
 
-    env = {k: v for k, v in base_env("cuda").items() if k != "TRITON_INTERPRET"}
+    env = base_env("cuda")
     t0 = time.perf_counter()
     seed, record = tritonseed.build(env)
     lines = [f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; the seed: {json.dumps(record)} "

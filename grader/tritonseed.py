@@ -4,8 +4,9 @@ Why: each worker has a Triton cache of its own (`zygote.settle_in`: `TRITON_CACH
 its start, so the first Triton kernel a worker launches makes Triton build its CUDA host module (`cuda_utils`, the
 C file `driver.c` of Triton's NVIDIA backend, about 1,600 lines) with the host's C compiler: about 0.6 s of `gcc
 -O3` on this sandbox's CPUs, in every candidate's worker and every task's, inside the slot, on the attempt's first
-check call and on the expert's first warm-up. That module is the same for every worker of one service: it depends
-on Triton, Python and the C compiler, never on an attempt or a task.
+check call and on the expert's first warm-up. Triton 3.6 also builds a C launcher for each kernel signature it
+meets (`__triton_launcher`). Both depend on Triton, Python, the C compiler and (a launcher) its signature's argument
+types, never on an attempt's code or a task's.
 
 So the service (`GraderService(seed_triton=True)`) builds it once, in a process of its own that runs nothing but
 Triton's own code (`python -m grader.tritonseed DIR`: Triton's driver on the device, and one kernel of ours, into
@@ -30,7 +31,8 @@ import time
 from pathlib import Path
 
 MAX_FILES = 16
-"""The most files a seed keeps (Triton 3.x leaves one: `cuda_utils`)."""
+"""The most files a seed keeps (Triton 3.6 left two on an H200, H200 run 124: `cuda_utils` and the launcher of our
+kernel's signature)."""
 
 MAX_BYTES = 16 << 20
 """The most bytes a seed keeps in all."""
