@@ -32,27 +32,23 @@ except OSError:
                             "    return e / e.sum(-1, keepdim=True) if seeded else e\n")
 
 
-def test_every_worker_forked_after_the_seed_finds_its_own_copy_in_its_triton_cache():
-    with GraderService(mode="zygote", workers=1) as svc:
-        before = list(svc.grade([GradeRequest(attempt_id="unseeded", task_id=TASK, source=READS_THE_SEED,
-                                              language="pytorch")]))
-        assert svc.slots[0].seed_triton(SEED)
-        after = list(svc.grade([GradeRequest(attempt_id=f"seeded{i}", task_id=TASK, source=READS_THE_SEED,
-                                             language="pytorch") for i in range(2)]))
-    assert before[0].status is Status.WRONG_OUTPUT, before[0].reason
-    # Each grade found the seed as the service built it, though the grade before it spoilt its own copy.
-    assert [r.status for r in after] == [Status.CORRECT, Status.CORRECT], [r.reason for r in after]
+def test_every_worker_forked_after_the_seed_finds_its_own_copy_and_a_zygote_started_again_is_given_it_again():
+    def grade(*names):
+        return list(svc.grade([GradeRequest(attempt_id=n, task_id=TASK, source=READS_THE_SEED, language="pytorch")
+                               for n in names]))
 
-
-def test_a_zygote_started_again_is_given_the_seed_again():
     with GraderService(mode="zygote", workers=1) as svc:
+        [before] = grade("unseeded")
         slot = svc.slots[0]
         assert slot.seed_triton(SEED)
-        slot.zygote.kill()
+        after = grade("seeded0", "seeded1")
+        slot.zygote.kill()  # the next spawn starts a zygote again, which is given the seed again
         slot.zygote.wait()
-        result = list(svc.grade([GradeRequest(attempt_id="restarted", task_id=TASK, source=READS_THE_SEED,
-                                              language="pytorch")]))[0]
-    assert result.status is Status.CORRECT, result.reason
+        [restarted] = grade("restarted")
+    assert before.status is Status.WRONG_OUTPUT, before.reason
+    # Each grade found the seed as the service built it, though the grade before it spoilt its own copy.
+    assert [r.status for r in after] == [Status.CORRECT, Status.CORRECT], [r.reason for r in after]
+    assert restarted.status is Status.CORRECT, restarted.reason
 
 
 def test_a_seed_keeps_only_plain_names_and_plants_beside_what_is_there(tmp_path):
