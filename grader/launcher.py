@@ -698,9 +698,8 @@ class Slot:
                          *((f"boot's {k}", v) for k, v in sorted(parts.items()))):
             if isinstance(ms, (int, float)):  # the worker's clock: entering its sandbox, its whole boot, its parts
                 self.note(f"{started}: {part}", ms / 1e3)
-        seeded = hello.get("triton_seed")
-        if isinstance(seeded, dict) and isinstance(seeded.get("ms"), (int, float)):  # its word, for the table only
-            self.note(f"{started}: Triton's module planted (grader.tritonseed)", seeded["ms"] / 1e3)
+        if isinstance(hello.get("triton_seed_ms"), (int, float)):  # its word, for the table only
+            self.note(f"{started}: Triton's module planted (grader.tritonseed)", hello["triton_seed_ms"] / 1e3)
         self.note(f"{started}: to its hello and gate", time.perf_counter() - t_start)  # this side's clock
         return conn
 

@@ -108,8 +108,7 @@ def build(env: dict, timeout_s: float = BUILD_TIMEOUT_S) -> tuple[dict[str, byte
     record: seconds, files, bytes, or why there are none."""
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kerneltraj-triton-seed-") as cache:
-        run_env = {k: v for k, v in env.items() if k != "TRITON_INTERPRET"}
-        run_env.update(TRITON_CACHE_DIR=cache, HOME=cache, TMPDIR=cache)
+        run_env = dict(env, TRITON_CACHE_DIR=cache, HOME=cache, TMPDIR=cache)
         try:
             done = subprocess.run([sys.executable, "-m", "grader.tritonseed", cache], env=run_env, cwd="/",
                                   capture_output=True, timeout=timeout_s)

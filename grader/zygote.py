@@ -117,7 +117,7 @@ def _boot(sock: socket.socket, audit_fd: int, cfg: dict):
              "boot_ms": (time.perf_counter() - t0) * 1e3, "sandbox_ms": (t_sandbox - t0) * 1e3,
              "boot_parts_ms": worker.boot_parts_ms}
     if seeded:
-        hello["triton_seed"] = {"files": seeded, "ms": (t_seeded - t_seed) * 1e3}
+        hello["triton_seed_ms"] = (t_seeded - t_seed) * 1e3
     return worker, hello
 
 

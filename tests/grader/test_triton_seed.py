@@ -45,10 +45,13 @@ def test_every_worker_forked_after_the_seed_finds_its_own_copy_and_a_zygote_star
         slot.zygote.kill()  # the next spawn starts a zygote again, which is given the seed again
         slot.zygote.wait()
         [restarted] = grade("restarted")
+        planted = {k: n for k, (n, _) in svc.gpu_lock.stats()["purposes"].items() if "Triton's module planted" in k}
     assert before.status is Status.WRONG_OUTPUT, before.reason
     # Each grade found the seed as the service built it, though the grade before it spoilt its own copy.
     assert [r.status for r in after] == [Status.CORRECT, Status.CORRECT], [r.reason for r in after]
     assert restarted.status is Status.CORRECT, restarted.reason
+    # Each worker's hello said it planted the seed: the three candidates' and their task's (none before the seed).
+    assert planted and sum(planted.values()) >= 3, planted
 
 
 def test_a_seed_keeps_only_plain_names_and_plants_beside_what_is_there(tmp_path):
