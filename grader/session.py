@@ -68,6 +68,14 @@ class Effort:
     its call slow too and neither let through its gate, past the clip by `ONE_PAIR_CLIP_MARGIN_LOG2` (0.14.0;
     bench/gpu_acceptance.py --without slow_loops). One slow call is no evidence: an honest kernel's first call at a
     size can wait 20 ms for its memory (H200 run 50)."""
+    slow_checks_warm: bool = False
+    """`slow_loops` from the check calls alone: a candidate whose every check call at a size ran at least `SLOW_CALL_MS`
+    on the device gets no warm-up pair there (those calls warmed the device), only its timed pairs, of which one past
+    the one-pair bound still ends the size (`one_pair_ends_size`: that pair is timed alone on the device, so check
+    calls slowed by other slots' work beside them can cost a fast kernel its warm-up pairs, never its timing). H200 run
+    123: the five grades of round 1 stopped at the clip took 19% of its slot time, each slow size's warm-up call one
+    of its five calls (two check calls, the warm-up pair's, the timed pair's, the traced call). Off until a GPU run has
+    measured it (bench/gpu_acceptance.py --with slow_checks_warm)."""
     check_windows: bool = True
     """Each piece of check work (a check call, a verification's fetch, its inputs, the reference's answer, the
     comparison, the expert's warm-up) runs in a window of its own beside the timing loops (`DeviceLock.check`): never
@@ -765,7 +773,10 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
         _watch(g, g.conn, True)
     _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
-    traced = slow = False
+    traced = False
+    # Slow at every check call of the size (`Effort.slow_checks_warm`): those calls warmed the device, no warm-up pair.
+    slow = eff.slow_loops and eff.slow_checks_warm and check_min_ms >= SLOW_CALL_MS
+    warmed = 0
     # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
     # and a task's own inputs are made on the device by its reference worker between the calls.
     kind = "loop" if g.cuda and not sz.given and g.conn.gate is not None and expert.gate is not None else "exclusive"
@@ -773,7 +784,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     with _part(g, "timing loop"), _loop(g, kind) as whole:
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
-        for w in range(eff.warmup_pairs):
+        for w in range(0 if slow else eff.warmup_pairs):
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "warmup", w))
             with whole(label="warm-up call"):
                 _expert_call(g, expert, sz, seed)
@@ -785,6 +796,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
                     reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup")
             traced = traced or trace_at == w
             timed.append((reply["idx"], seed))
+            warmed = w + 1
             _give_way(g, kind)
             slow = eff.slow_loops and min(check_ms, float(reply.get("ms") or 0.0)) >= SLOW_CALL_MS
             if slow:
@@ -831,7 +843,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             watched = g.watch.since(mark, {**g.roles(), g.conn.pid: "candidate timed", expert.pid: "twin timed"})
         clip_stop = len(logs) < eff.min_reps and stops_at_clip(eff, logs, median_ci(logs), check_min_ms, exp_ms)
         loop = {**_loop_record(time.perf_counter() - t_held - g.gave_way_s, *replies), "held": kind,
-                "warmup_pairs": w + 1 if eff.warmup_pairs else 0,
+                "warmup_pairs": warmed,
                 "interleaved": g.window is not None, "window_wait_s": round(g.window_wait_s, 4),
                 "window_held_s": round(g.window_held_s, 4), "gave_way": g.gave_way,
                 "gave_way_s": round(g.gave_way_s, 4), "clip_stop": clip_stop, "ended": ended or "max pairs",
