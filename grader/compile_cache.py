@@ -122,10 +122,13 @@ def material_of(api: str, arguments: dict[str, Any]) -> dict[str, Any] | None:
         if isinstance(v, str) and k in ("cpp_sources", "cuda_sources", "sycl_sources"):
             v = [v]  # torch accepts one string or a list of them: same build
         try:
-            _canonical(v)
+            # A copy, never the caller's object: torch's loaders extend the lists they are given in place
+            # (`_prepare_ldflags` appends its own flags to `extra_ldflags`), so a material holding the caller's
+            # list was filed under other flags than a later call's lookup finds (H100 run 125: CUDA-L1 L1:T3
+            # looked up 261890d7, its failure was filed as a3176311, and it compiled again in its slot).
+            out[k] = json.loads(_canonical(v))
         except (TypeError, ValueError):
             return None
-        out[k] = list(v) if isinstance(v, tuple) else v
     if api == "load":  # files: their bytes are the material, not their (scratch) paths
         files = []
         for p in [arguments["sources"]] if isinstance(arguments["sources"], str) else arguments["sources"]:

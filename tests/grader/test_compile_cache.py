@@ -382,6 +382,40 @@ def test_a_failure_is_filed_for_its_own_program_and_raised_again_there_without_c
     assert cache.offer("program A", ENV) == ([], b"")
 
 
+def test_a_failure_is_raised_again_though_the_loader_extended_the_flags_it_was_given(tmp_path: Path,
+                                                                                    monkeypatch) -> None:
+    """torch's loaders append their own flags to the `extra_ldflags` list they are given (`_prepare_ldflags`), in
+    place: the material a build is filed under is the call's as made, so the same call finds it (H100 run 125: a
+    CUDA-L1 attempt that links cuBLAS compiled again in its slot, its failure filed under the extended flags)."""
+    from torch.utils import cpp_extension as ce
+
+    from grader.compile_cache import ExtensionHook
+
+    compiles = []
+
+    def extending_load_inline(name, cpp_sources, functions=None, with_cuda=None, extra_ldflags=None, verbose=False):
+        compiles.append(name)
+        ce._prepare_ldflags(extra_ldflags, False, False, False, False)  # torch's own, in place (CPU flags)
+        raise RuntimeError(COMPILER_SAID.removeprefix("RuntimeError: "))
+
+    monkeypatch.setattr(ce, "load_inline", extending_load_inline)
+    cache = CompileCache(tmp_path / "cache")
+
+    def call() -> dict:  # a module's literal: fresh lists at every call
+        return {"name": "ext_a", "cpp_sources": "int f(){return 1;}", "functions": ["f"], "with_cuda": True,
+                "extra_ldflags": ["-lcublas"]}
+
+    with ExtensionHook(tmp_path / "w1") as first:
+        with pytest.raises(RuntimeError):
+            ce.load_inline(**call())
+    [entry] = cache.accept("program A", ENV, *first.report())
+    assert entry.material_sha256.startswith(first.compiled[0]["*"]), (entry.material_sha256, first.compiled)
+    with ExtensionHook(tmp_path / "w2", *cache.offer("program A", ENV)) as second:
+        with pytest.raises(RuntimeError, match="failed to build before"):
+            ce.load_inline(**call())
+    assert second.replayed == [entry.material_sha256] and compiles == ["ext_a"]
+
+
 def test_a_failure_without_the_compilers_verdict_is_never_filed(tmp_path: Path) -> None:
     from grader.compile_cache import FAILURE_FILE
 
