@@ -74,8 +74,10 @@ class Effort:
     the one-pair bound still ends the size (`one_pair_ends_size`: that pair is timed alone on the device, so check
     calls slowed by other slots' work beside them can cost a fast kernel its warm-up pairs, never its timing). H200 run
     123: the five grades of round 1 stopped at the clip took 19% of its slot time, each slow size's warm-up call one
-    of its five calls (two check calls, the warm-up pair's, the timed pair's, the traced call). Off until a GPU run has
-    measured it (bench/gpu_acceptance.py --with slow_checks_warm)."""
+    of its five calls (two check calls, the warm-up pair's, the timed pair's, the traced call). H100 run 126 (ABAB,
+    round 1, 6 slots): 2,580 and 2,257 per GPU-hour with it against 2,439 and 2,160, the grades stopped at the clip
+    17.6 and 20.8 s of slot time at the median against 22.8 and 25.1. Off until the acceptance has graded the cheats
+    and repeats with it (bench/gpu_acceptance.py --with slow_checks_warm)."""
     check_windows: bool = True
     """Each piece of check work (a check call, a verification's fetch, its inputs, the reference's answer, the
     comparison, the expert's warm-up) runs in a window of its own beside the timing loops (`DeviceLock.check`): never
@@ -154,7 +156,9 @@ class Effort:
     the candidate's start and load (`session._start_ahead`), not one after the other in its first size. Off: H200
     run 73 measured it slower than run 71 without it (1,774 against 1,916 per GPU-hour), its boots longer the more
     ran at once (reference 11.0 s, expert 11.2 s at the median, against 7.0 and 5.0; the acceptance's
-    `--with start_ahead`)."""
+    `--with start_ahead`). With `task_workers` (one worker a new task) and 6 slots, H100 run 127 (ABAB, round 1, with
+    `slow_checks_warm` on both sides) graded 2,752 and 2,682 per GPU-hour with it against 2,566 and 2,537, each grade
+    8% shorter though each task worker's CUDA start took 1.1-1.2 s against 0.85; the acceptance with it comes next."""
     gated_check_calls: bool = True
     """A check call goes through the candidate's launch gate (not the attempt's first call, which holds nothing): a
     check place (`DeviceLock.check(whole=False)`) and in it two draw windows, its preparation up to its closed gate
