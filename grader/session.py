@@ -135,10 +135,10 @@ class Effort:
     throughput the same (1,916 against 2,006 per GPU-hour over every round), the repeats' p95 0.0185 against 0.0259."""
     gated_reference: bool = False
     """The reference's answers at a size after its first go through its worker's launch gate, so their check window
-    holds the answer's device work alone, not the worker's host work (`session._gates_answer`; H200 run 66: 95 ms a
-    computed answer's hold, 54 of them the worker's own). Off until a GPU run has measured it against its absence
-    on one card (the acceptance's `--with gated_reference`; H100 run 74 ran it with no baseline: a gated answer's
-    whole request took 96.6 ms, an ungated one 47.8 ms)."""
+    holds the answer's device work alone, not the worker's host work; a reference written here only (`SealedTask.ours`,
+    since 0.21.3: `session._gates_answer`). H200 run 66: 95 ms a computed answer's hold, 54 of them the worker's own.
+    Off until a GPU run has measured it against its absence on one card (the acceptance's `--with gated_reference`;
+    H100 run 74 ran it with no baseline: a gated answer's whole request took 96.6 ms, an ungated one 47.8 ms)."""
     host_verify: bool = False
     """A verification compares on the host (`session._verify`): the candidate's output, the reference's answer and a
     kept answer are read out of their page-locked arenas into this process's memory, not copied onto the device, and
@@ -262,10 +262,15 @@ class SealedTask:
         own eager model), and a built-in card's are both ours (`catalogue.built_in_revisions`). Only such a task may
         have one worker for both (`Slot.task`): its reference then reaches no code in the twin its author did not
         write."""
+        return self.card.expert == self.card.reference or self.ours
+
+    @functools.cached_property
+    def ours(self) -> bool:
+        """A built-in card as built (`catalogue.built_in_revisions`): its reference and expert were written here, not
+        read from a corpus."""
         from grader.catalogue import built_in_revisions
 
-        card = self.card
-        return card.expert == card.reference or built_in_revisions().get(card.task_id) == card.revision
+        return built_in_revisions().get(self.card.task_id) == self.card.revision
 
     @property
     def answer_bytes(self) -> int:
@@ -1787,8 +1792,11 @@ def _gates_answer(g: _Grade, conn: WorkerConn, sz: _Size) -> bool:
     (`Effort.gated_reference`): on a GPU, with a gate, on drawn inputs (a task's own come from the host, whose copy
     waits for the device), once the worker's last answer was at this size (its memory and kernels are then ready:
     an allocation or a kernel's first load behind the closed gate waits for the parent's patience, H200 runs 41 and
-    63), and never again for a worker whose gated answer stalled."""
-    return (g.effort.gated_reference and g.cuda and conn.gate is not None and not sz.given
+    63), and never again for a worker whose gated answer stalled. Only a reference written here (`SealedTask.ours`):
+    a gated reference runs its Python in no window, so a kernel a corpus reference put on a stream of its own, or
+    queued behind a gate it opened itself, would run beside another slot's timed call; ungated, its whole answer,
+    the worker's synchronise of every stream included, is inside its window."""
+    return (g.effort.gated_reference and g.cuda and g.task.ours and conn.gate is not None and not sz.given
             and conn.arena is not None and conn.arena.pinned and conn.answered == sz.key and not conn.gate_stalled)
 
 

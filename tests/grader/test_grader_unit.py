@@ -1552,3 +1552,24 @@ def test_a_workers_start_failure_is_named_by_its_exception_line_not_the_advice_a
         "OutOfMemoryError: CUDA out of memory."
     assert error_line("no exception here\nstill none") == "still none"
     assert error_line("") == "no detail"
+
+
+def test_only_a_reference_written_here_answers_through_its_gate():
+    """`Effort.gated_reference`: a gated reference runs its Python in no window, so only a reference the catalogue
+    wrote (`SealedTask.ours`) answers through its gate; a corpus reference (an imported card, even one whose expert
+    is its reference) keeps its whole answer inside its window. The rest of the conditions hold in both."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from grader.catalogue import load_catalogue
+    from grader.session import Effort, SealedTask, _gates_answer
+
+    card = load_catalogue()["gelu_fp32"]
+    conn = SimpleNamespace(gate=object(), arena=SimpleNamespace(pinned=True), answered="M=1", gate_stalled=False)
+    size = SimpleNamespace(given=False, key="M=1")
+    for task, gated in ((SealedTask(card, "cuda"), True),
+                        (SealedTask(dataclasses.replace(card, task_id="imported_gelu", expert=card.reference), "cuda"),
+                         False)):
+        g = SimpleNamespace(effort=Effort(gated_reference=True), cuda=True, task=task)
+        assert _gates_answer(g, conn, size) is gated, task.card.task_id
+        assert not _gates_answer(SimpleNamespace(effort=Effort(), cuda=True, task=task), conn, size)  # off
