@@ -619,6 +619,10 @@ def main(argv: list[str] | None = None) -> int:
                          "may stop after --min-reps pairs (`Effort.target_log2_halfwidth`; the device's default "
                          "otherwise). Run 66 ended most sizes at 20 pairs, half-width median 0.013, on its 3 s wall "
                          "cap; its repeat median was 0.0054 against the goal of 0.01")
+    ap.add_argument("--warmup-pairs", type=int, default=None,
+                    help="untimed pairs that open each size's timing (`Effort.warmup_pairs`, 2 on a GPU otherwise): "
+                         "H200 run 123's warm-up calls held the lock's draws 36.8 of their 188 holder-seconds, and "
+                         "the repeat-precision figures say what fewer cost")
     ap.add_argument("--size-budget-s", type=float, default=None,
                     help="a size's timing budget (`Effort.size_budget_s`, the device's default otherwise): its loop's "
                          "windows may hold the device this long, and its wall clock is capped at three times it. "
@@ -715,7 +719,8 @@ def main(argv: list[str] | None = None) -> int:
     opted -= set(served)
     effort = None
     tuned = {k: v for k, v in (("min_reps", args.min_reps), ("target_log2_halfwidth", args.target_halfwidth),
-                               ("size_budget_s", args.size_budget_s)) if v is not None}
+                               ("size_budget_s", args.size_budget_s), ("warmup_pairs", args.warmup_pairs))
+             if v is not None}
     if tuned or opted:
         import dataclasses
 
@@ -732,6 +737,7 @@ def main(argv: list[str] | None = None) -> int:
                        **dict(switches, build_ahead=None if switches["build_ahead"] else 0), **served) as svc:
         env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
                    target_log2_halfwidth=svc.effort.target_log2_halfwidth, size_budget_s=svc.effort.size_budget_s,
+                   warmup_pairs=svc.effort.warmup_pairs,
                    answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,
                    kept_tasks=svc.kept_tasks, triton_seed=svc.triton_seed,
                    switched_on={**{part: getattr(svc.effort, part) for part in OPT_IN},
@@ -740,7 +746,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}; "
             f"min_reps {svc.effort.min_reps}, target half-width {svc.effort.target_log2_halfwidth}, size budget "
-            f"{svc.effort.size_budget_s} s; switched on: "
+            f"{svc.effort.size_budget_s} s, warm-up pairs {svc.effort.warmup_pairs}; switched on: "
             f"{', '.join([p for p in OPT_IN if getattr(svc.effort, p)] + sorted(served)) or 'nothing'}\n"
             f"# {profile_line(env['host'])}"
             + (f"\n# Triton's module built for the workers (grader.tritonseed): {json.dumps(svc.triton_seed)}"
