@@ -69,15 +69,17 @@ class Effort:
     bench/gpu_acceptance.py --without slow_loops). One slow call is no evidence: an honest kernel's first call at a
     size can wait 20 ms for its memory (H200 run 50)."""
     slow_checks_warm: bool = False
-    """`slow_loops` from the check calls alone: a candidate whose every check call at a size ran at least `SLOW_CALL_MS`
-    on the device gets no warm-up pair there (those calls warmed the device), only its timed pairs, of which one past
-    the one-pair bound still ends the size (`one_pair_ends_size`: that pair is timed alone on the device, so check
-    calls slowed by other slots' work beside them can cost a fast kernel its warm-up pairs, never its timing). H200 run
-    123: the five grades of round 1 stopped at the clip took 19% of its slot time, each slow size's warm-up call one
-    of its five calls (two check calls, the warm-up pair's, the timed pair's, the traced call). H100 run 126 (ABAB,
-    round 1, 6 slots): 2,580 and 2,257 per GPU-hour with it against 2,439 and 2,160, the grades stopped at the clip
-    17.6 and 20.8 s of slot time at the median against 22.8 and 25.1. Off until the acceptance has graded the cheats
-    and repeats with it (bench/gpu_acceptance.py --with slow_checks_warm)."""
+    """`slow_loops` from the check calls alone: a candidate two of whose check calls at a size each ran at least
+    `SLOW_CALL_MS` of their own device work (not the attempt's compiling first call, which times the compiler, nor one
+    let through its gate, which times its host's waits) gets no warm-up pair there: those calls warmed the device. Its
+    timed pairs follow, of which one past the one-pair bound still ends the size (`one_pair_ends_size`: that pair is
+    timed alone on the device, so check calls slowed by other slots' work beside them cost a fast kernel its warm-up
+    pairs only, never its timing). H200 run 123: the five grades of round 1 stopped at the clip took 19% of its slot
+    time, each slow size making five calls (two check calls, the warm-up pair's, the timed pair's, the traced call).
+    H100 run 126 (ABAB, round 1, 6 slots) measured a first version, which also counted the compiling first call (and
+    so skipped the first size's warm-up pair too): 2,580 and 2,257 per GPU-hour with it against 2,439 and 2,160, the
+    grades stopped at the clip 17.6 and 20.8 s of slot time at the median against 22.8 and 25.1. Off until the
+    acceptance has graded the cheats and repeats with it (bench/gpu_acceptance.py --with slow_checks_warm)."""
     check_windows: bool = True
     """Each piece of check work (a check call, a verification's fetch, its inputs, the reference's answer, the
     comparison, the expert's warm-up) runs in a window of its own beside the timing loops (`DeviceLock.check`): never
@@ -551,7 +553,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False) -> tup
                given=card.inputs_from == "task", plan=_seed_plan(g, key, out_nbytes))
     _trim(g, g.conn, key, candidate=True)
     _watch(g, g.conn, True)
-    worst, check_ms, check_min_ms = _check_size(g, sz)
+    worst, check_ms, check_min_ms, checks_slow = _check_size(g, sz)
     # At the grade's first size the check calls' records are judged before the timing loop, whose calls and
     # verifications a candidate that already broke a rule of its task would otherwise hold the device for (H200 run
     # 66: attempts whose first check call ran the task's library op went on through 20 timed pairs, 21-24 s a
@@ -564,7 +566,7 @@ def _grade_size(g: _Grade, size: dict, hidden: bool, first: bool = False) -> tup
             _judge_observed(g, sz, _watch(g, g.conn, False))
     t, verifying = time.perf_counter(), g.phases["correctness"]
     cand_ms, exp_ms, timed, late_ms, watched, loop, verified = _time_size(g, sz, observed, check_ms, check_min_ms,
-                                                                         reopen=first)
+                                                                         reopen=first, checks_slow=checks_slow)
     g.phases["timing"] += time.perf_counter() - t - (g.phases["correctness"] - verifying)
     worst = max(worst, verified)
     # the pool's seeds this size's calls took (every other call's derives from the grade's root seed), written now
@@ -626,6 +628,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
             _reference_worker(g)
     windows = g.effort.check_windows
     expert, check_ms, check_min_ms = None, 0.0, math.inf
+    settled = []  # the device ms of each check call that neither compiled nor was let through its gate
     with contextlib.ExitStack() as held:
         def first_piece() -> None:
             """Before the size's first piece of check work: the expert's worker starts (a start takes seconds), and
@@ -676,6 +679,8 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
                 g.gpu_lock.note(f"check call{first}: its device time", float(reply.get("ms") or 0.0) / 1e3)
             check_ms = float(reply.get("ms") or 0.0)
             check_min_ms = min(check_min_ms, check_ms)
+            if not compiling and not reply.get("stalled"):
+                settled.append(check_ms)
             with _part(g, "verification, of a check call"):
                 v = _verify(g, sz, reply["idx"], seed, with_inputs=True, piece=hold)
             worst = max(worst, v.max_rel_err)
@@ -688,7 +693,10 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float]:
                 # (a call that compiles: none)
                 t += _expert_warmup(g, expert, sz)
     g.phases["correctness"] += time.perf_counter() - t
-    return worst, check_ms, check_min_ms if check_min_ms < math.inf else 0.0
+    # `Effort.slow_checks_warm`'s evidence: two check calls at least, each slow by its own device work (a compiling
+    # call times its compiler, one let through its gate its host's waits)
+    checks_slow = len(settled) >= 2 and min(settled) >= SLOW_CALL_MS
+    return worst, check_ms, check_min_ms if check_min_ms < math.inf else 0.0, checks_slow
 
 
 TRACE_PARTS = ("ops' session closed", "device's session opened", "device's session closed", "ops' session reopened")
@@ -755,8 +763,8 @@ def _note_traced(g: _Grade, reply: dict, opened: float = 0.0, closed: float = 0.
         g.gpu_lock.note("traced call: observation closed and reported (round trip)", closed)
 
 
-def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_ms: float, reopen: bool = False
-               ) -> tuple[list, list, list, float, dict | None, dict, float | None]:
+def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_ms: float, reopen: bool = False,
+               checks_slow: bool = False) -> tuple[list, list, list, float, dict | None, dict, float | None]:
     """Expert and candidate, each in its own worker with the same timing code, called in pairs on the
     same fresh inputs (the candidate first in one device window, `Effort.paired_windows`; ABBA order without it)
     while the slot holds the device alone. The speedup is the median of
@@ -765,7 +773,8 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     watch saw meanwhile, where the loop's time went: `_loop_record`, and the worst error of the timed outputs,
     verified in the loop's hold after the observed calls were judged); the
     observed calls' records are added to `observed`. `check_ms`: the device ms of the size's last check call
-    (`Effort.slow_loops`); `check_min_ms`: of its fastest (`clip_witnessed`)."""
+    (`Effort.slow_loops`); `check_min_ms`: of its fastest (`clip_witnessed`); `checks_slow`: two or more of its check
+    calls each ran `SLOW_CALL_MS` of their own device work (`Effort.slow_checks_warm`)."""
     eff = g.effort
     max_reps = _max_reps(eff, sz.out_nbytes)
     # Observed (grader/observe.py): the check calls, the warm-up calls and one call drawn among the warm-up and timed
@@ -778,13 +787,15 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     # search: H200 runs 18, 22 and 23).
     trace_at = g.rng.randrange(eff.warmup_pairs + max_reps)
     expert = _expert_worker(g)
-    if reopen:  # the check calls' observation was closed and judged (`_grade_size`): the warm-up calls get one
-        _watch(g, g.conn, True)
-    _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
+    # Slow by its check calls' own device work (`Effort.slow_checks_warm`): they warmed the device, no warm-up pair.
+    slow = eff.slow_loops and eff.slow_checks_warm and checks_slow
+    warming = eff.warmup_pairs > 0 and not slow  # with no warm-up call, no observation to open for one
+    if reopen and warming:  # the check calls' observation was closed and judged (`_grade_size`): the warm-up calls
+        _watch(g, g.conn, True)  # get one
+    if warming:
+        _watch(g, expert, True)  # the twin's untimed calls are observed as the candidate's are
     cand_ms, exp_ms, logs, timed, gaps, replies = [], [], [], [], ([], []), ([], [])
     traced = False
-    # Slow at every check call of the size (`Effort.slow_checks_warm`): those calls warmed the device, no warm-up pair.
-    slow = eff.slow_loops and eff.slow_checks_warm and check_min_ms >= SLOW_CALL_MS
     warmed = 0
     # Split into device windows only when every call of the loop can be: gated calls need both workers' gates,
     # and a task's own inputs are made on the device by its reference worker between the calls.
@@ -793,7 +804,7 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     with _part(g, "timing loop"), _loop(g, kind) as whole:
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
-        for w in range(0 if slow else eff.warmup_pairs):
+        for w in range(eff.warmup_pairs if warming else 0):
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "warmup", w))
             with whole(label="warm-up call"):
                 _expert_call(g, expert, sz, seed)
@@ -810,8 +821,10 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
             slow = eff.slow_loops and min(check_ms, float(reply.get("ms") or 0.0)) >= SLOW_CALL_MS
             if slow:
                 break  # a call this long warms the device itself
-        observed.extend(_watch(g, g.conn, False))  # the recording stops before the first timed call
-        _watch(g, expert, False)
+        if warming or not reopen:  # the recording stops before the first timed call (the check calls' own, if open)
+            observed.extend(_watch(g, g.conn, False))
+        if warming:
+            _watch(g, expert, False)
         t_size = time.monotonic()
         ended = None  # why the timed pairs stopped (`_enough`, the one-pair stop), for the record
         paired = (eff.paired_windows and g.window is not None and eff.split_window and eff.fill_behind
@@ -918,14 +931,15 @@ def clip_witnessed(check_min_ms: float, exp_ms: list[float]) -> bool:
 
 SLOW_CALL_MS = 20.0
 """A candidate whose last check call and warm-up call at a size each ran this long on the device is slow there: its own
-calls warm the device (`Effort.slow_loops`)."""
+calls warm the device (`Effort.slow_loops`); with `Effort.slow_checks_warm`, two check calls that each ran this long
+by their own device work do too."""
 
 
 ONE_PAIR_CLIP_MARGIN_LOG2 = 2.0
 """How far below the clip's lower end one clean timed pair must lie to end its size (`Effort.slow_loops`): a
 candidate 256 times slower than the expert, where the clip is 64. One pair timed alone on the device, neither call
-let through its gate, after the check calls and a warm-up pair at the size: no drift of clocks or warmth moves a
-ratio by four times."""
+let through its gate, after the check calls (and a warm-up pair, unless they were slow: `Effort.slow_checks_warm`)
+at the size: no drift of clocks or warmth moves a ratio by four times."""
 
 
 STALL_ALLOWANCE_MS = 100.0
@@ -935,8 +949,8 @@ most seen of an honest kernel (H200 run 50: 0.16 ms timed at 25 ms; run 61: 0.25
 
 def one_pair_ends_size(slow: bool, cand: dict, twin: dict, stalled_witnessed: bool = False) -> bool:
     """One timed pair (the candidate's and the twin's replies) lies so far below the clip that more pairs cannot lift
-    the size's clipped speedup: the candidate `slow` at the size (its last check call and warm-up call), this pair's
-    call slow too (another slot's side stream let into one window cannot make a fast kernel look slow in all three),
+    the size's clipped speedup: the candidate `slow` at the size (its last check call and warm-up call, or two check
+    calls: `Effort.slow_checks_warm`), this pair's call slow too (another slot's side stream let into one window cannot make a fast kernel look slow in all three),
     neither call let through its gate (a call let through times its host's waits too: H200 run 50 timed an honest
     0.16 ms kernel at 25 ms so, and clipped it; every slow demo candidate's calls are let through, and stop by
     `Effort.clip_reps`). `stalled_witnessed` (`Effort.stalled_one_pair`, and the size's fastest check call past the

@@ -395,7 +395,7 @@ def test_a_failure_is_raised_again_though_the_loader_extended_the_flags_it_was_g
 
     def extending_load_inline(name, cpp_sources, functions=None, with_cuda=None, extra_ldflags=None, verbose=False):
         compiles.append(name)
-        ce._prepare_ldflags(extra_ldflags, False, False, False, False)  # torch's own, in place (CPU flags)
+        extra_ldflags.append("-ltorch")  # as torch's `_prepare_ldflags` does, in place
         raise RuntimeError(COMPILER_SAID.removeprefix("RuntimeError: "))
 
     monkeypatch.setattr(ce, "load_inline", extending_load_inline)

@@ -1569,7 +1569,8 @@ def test_only_a_reference_written_here_answers_through_its_gate():
     size = SimpleNamespace(given=False, key="M=1")
     for task, gated in ((SealedTask(card, "cuda"), True),
                         (SealedTask(dataclasses.replace(card, task_id="imported_gelu", expert=card.reference), "cuda"),
-                         False)):
+                         False),
+                        (SealedTask(dataclasses.replace(card, reference=card.reference + "\n"), "cuda"), False)):
         g = SimpleNamespace(effort=Effort(gated_reference=True), cuda=True, task=task)
         assert _gates_answer(g, conn, size) is gated, task.card.task_id
         assert not _gates_answer(SimpleNamespace(effort=Effort(), cuda=True, task=task), conn, size)  # off

@@ -452,9 +452,10 @@ def test_a_slow_candidates_size_is_done_after_one_warm_up_pair_and_one_clean_pai
                                                                                                   monkeypatch):
     """`Effort.slow_loops`: a candidate whose warm-up call ran 20 ms or more gets one warm-up pair, and one clean
     timed pair past the one-pair bound ends its size. Switched off, the same candidate takes every warm-up pair and
-    `min_reps` timed pairs. With `Effort.slow_checks_warm` its check calls, 20 ms or more each, stand for the warm-up
-    pair: none is made. On CPU the expert is Triton's interpreter (0.25 s a call), so no candidate here is 256
-    times slower than it: the bound is moved above this candidate's ratio (its value: the test above)."""
+    `min_reps` timed pairs. With `Effort.slow_checks_warm` its two check calls, 20 ms or more each, stand for the
+    warm-up pair: none is made, but at the first size, whose first check call compiled (its time is the compiler's).
+    On CPU the expert is Triton's interpreter (0.25 s a call), so no candidate here is 256 times slower than it: the
+    bound is moved above this candidate's ratio (its value: the test above)."""
     import dataclasses
 
     from grader import session
@@ -462,15 +463,16 @@ def test_a_slow_candidates_size_is_done_after_one_warm_up_pair_and_one_clean_pai
     monkeypatch.setattr(session, "ONE_PAIR_CLIP_MARGIN_LOG2", -12.0)
     kept = service.effort
     try:
-        for slow_loops, checks_warm, warmups, pairs in ((True, False, 1, {1}), (True, True, 0, {1}),
-                                                        (False, True, 2, {5, 6})):  # the traced call may take a turn
+        # (warm-up pairs at the first size, at the others); the traced call may take a timed pair's turn
+        for slow_loops, checks_warm, warmups, pairs in ((True, False, (1, 1), {1}), (True, True, (1, 0), {1}),
+                                                        (False, True, (2, 2), {5, 6})):
             service.effort = dataclasses.replace(kept, warmup_pairs=2, min_reps=6, max_reps=6, slow_loops=slow_loops,
                                                  check_calls=2, slow_checks_warm=checks_warm)
             r = _grade(service, f"slow_{slow_loops}_{checks_warm}", SLOW)
-            assert r.status is Status.CORRECT and r.sizes, r.reason
-            for s in r.sizes:
-                assert s.loop["warmup_pairs"] == warmups and s.loop["pairs"] in pairs, (slow_loops, checks_warm,
-                                                                                        s.loop)
+            assert r.status is Status.CORRECT and len(r.sizes) >= 2, r.reason
+            for i, s in enumerate(r.sizes):  # in the order graded: the first size's first check call compiled
+                assert s.loop["warmup_pairs"] == warmups[i > 0] and s.loop["pairs"] in pairs, (slow_loops, checks_warm,
+                                                                                               i, s.loop)
     finally:
         service.effort = kept
 
