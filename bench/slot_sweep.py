@@ -10,7 +10,8 @@ process of its own (a fresh service, an empty extension cache), stopped at `--ru
 either followed by `+part` for each part the run switches on (`6+start_ahead`: the acceptance's `--with`) or
 `-part` for each it switches off (`8-task_workers`: its `--without`), and
 last by `:R/H` for a timing effort other than the device's default (`6:10/0.015`: at least 10 timed pairs a size,
-stopping once the interval is within 0.015 either side; the acceptance's `--min-reps` and `--target-halfwidth`).
+stopping once the interval is within 0.015 either side; the acceptance's `--min-reps` and `--target-halfwidth`;
+`6:10/0.015/1` with one warm-up pair a size, its `--warmup-pairs`).
 Repeat a run (`12,6,8,12`) to see how far the machine's warming caches move the first: the sweep's first run finds
 cold Triton and extension caches. H100 runs 89 and 90 (2026-12-05) graded round 1 at 1,955, 2,219 and 2,457 per
 GPU-hour with 3, 4 and 6 slots, each grade's slot time growing with the slots (5.4, 6.4, 8.7 s); the H200 with
@@ -50,21 +51,23 @@ KEPT_ROLES = ("expert", "reference", "task")
 """The kept workers whose CUDA starts the table gives (a task's one worker, `Slot.task`, with `+task_workers`)."""
 
 
-def parse_runs(text: str, demo: int) -> list[tuple[int, int, tuple[str, ...], tuple[int, float] | None]]:
-    """`12,8x96,6+start_ahead,6-task_workers,6:10/0.015` -> [(12, demo, (), None), (8, 96, (), None), (6, demo,
-    ("start_ahead",), None), (6, demo, ("-task_workers",), None), (6, demo, (), (10, 0.015))]: slots, demo attempts,
-    the parts switched on (`+part`: the acceptance's `--with`) or off (`-part`, kept as "-part": its `--without`), the
-    timing effort (least pairs, half-width target; None: the device's default); a clear error for anything else."""
+def parse_runs(text: str, demo: int) -> list[tuple[int, int, tuple[str, ...], tuple | None]]:
+    """`12,8x96,6+start_ahead,6-task_workers,6:10/0.015,6:10/0.015/1` -> [(12, demo, (), None), (8, 96, (), None),
+    (6, demo, ("start_ahead",), None), (6, demo, ("-task_workers",), None), (6, demo, (), (10, 0.015)), (6, demo, (),
+    (10, 0.015, 1))]: slots, demo attempts, the parts switched on (`+part`: the acceptance's `--with`) or off (`-part`,
+    kept as "-part": its `--without`), the timing effort (least pairs, half-width target, and warm-up pairs a size if
+    given; None: the device's default); a clear error for anything else."""
     runs = []
     for item in (t.strip() for t in text.split(",") if t.strip()):
-        m = re.fullmatch(r"(\d{1,3})(?:x(\d{1,4}))?((?:[+-][a-z_]+)*)(?::(\d{1,3})/(0?\.\d+))?", item)
+        m = re.fullmatch(r"(\d{1,3})(?:x(\d{1,4}))?((?:[+-][a-z_]+)*)(?::(\d{1,3})/(0?\.\d+)(?:/(\d))?)?", item)
         if not m or int(m.group(1)) < 1 or (m.group(4) and int(m.group(4)) < 1):
-            raise ValueError(f"--runs: {item!r} is not N[xD][+part...][-part...][:R/H] (N slots >= 1, D demo "
-                             "attempts, parts for --with and --without, R least timed pairs >= 1 and H the half-width "
-                             "target, e.g. 6:10/0.015)")
+            raise ValueError(f"--runs: {item!r} is not N[xD][+part...][-part...][:R/H[/W]] (N slots >= 1, D demo "
+                             "attempts, parts for --with and --without, R least timed pairs >= 1, H the half-width "
+                             "target and W warm-up pairs a size, e.g. 6:10/0.015 or 6:10/0.015/1)")
         runs.append((int(m.group(1)), int(m.group(2)) if m.group(2) else demo,
                      tuple(p.lstrip("+") for p in re.findall(r"[+-][a-z_]+", m.group(3))),
-                     (int(m.group(4)), float(m.group(5))) if m.group(4) else None))
+                     ((int(m.group(4)), float(m.group(5))) + ((int(m.group(6)),) if m.group(6) else ()))
+                     if m.group(4) else None))
     if not runs:
         raise ValueError("--runs: no run given")
     return runs
@@ -139,7 +142,7 @@ def main() -> int:
         for slots, demo, parts, effort in runs:
             name = (f"w{slots}" + (f"x{demo}" if demo != args.demo else "")
                     + "".join(p if p.startswith("-") else f"+{p}" for p in parts)
-                    + (f":{effort[0]}/{effort[1]:g}" if effort else ""))
+                    + (f":{effort[0]}/{effort[1]:g}" + "".join(f"/{w}" for w in effort[2:]) if effort else ""))
             names[name] += 1
             name += f".{names[name]}" if names[name] > 1 else ""
             run_dir = args.out / name.replace("/", "-")  # `:10/0.015` names a run, not a folder in a folder
@@ -153,7 +156,8 @@ def main() -> int:
             if off:
                 cmd += ["--without", ",".join(off)]
             if effort:
-                cmd += ["--min-reps", str(effort[0]), "--target-halfwidth", str(effort[1])]
+                cmd += ["--min-reps", str(effort[0]), "--target-halfwidth", str(effort[1]),
+                        *(["--warmup-pairs", str(effort[2])] if len(effort) > 2 else [])]
             t0 = time.perf_counter()
             log.write(f"## {name}: {' '.join(cmd[1:])}\n")
             log.flush()
