@@ -87,7 +87,8 @@ SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "inte
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
-OPT_IN = ("gated_reference", "start_ahead", "host_verify", "keep_size_memory", "slow_checks_warm")
+OPT_IN = ("gated_reference", "start_ahead", "host_verify", "keep_size_memory", "slow_checks_warm",
+          "warmup_release")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
 SERVICE_OPT_IN = ("keep_tasks", "nice_builds")

@@ -195,6 +195,12 @@ class Effort:
     against 2,652 and 2,748 without; the device read under the threshold for 26-29 of a run's ~240 moves, so a
     reference's answer at a new size kept its cost (65-75 ms a round trip either way)
     (bench/gpu_acceptance.py --with keep_size_memory)."""
+    warmup_release: bool = False
+    """A warm-up pair's calls hold their draw windows only up to their workers' "released" (the call over, the device
+    synchronised again), as `traced_release`'s traced call does: the observation's record of the call and the
+    interpreter's check run in no window. H200 run 123: warm-up calls held draws 36.8 of their 188 holder-seconds,
+    14.3 ms each, and device windows waited 11.6 s on them. Off until a GPU run has measured it (bench/gpu_acceptance.py
+    --with warmup_release)."""
     traced_release: bool = True
     """A size's traced call holds its draw window only up to its worker's "released" (the call over, the device
     synchronised again: `WorkerConn.request(released=...)`), not up to its reply: the device's session closes (its
@@ -806,11 +812,17 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
         mark = g.watch.mark() if g.watch is not None else None
         for w in range(eff.warmup_pairs if warming else 0):
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "warmup", w))
-            with whole(label="warm-up call"):
-                _expert_call(g, expert, sz, seed)
+            if eff.warmup_release:  # each call's draw up to its worker's "released"
+                _expert_call(g, expert, sz, seed, released=lambda: whole(label="warm-up call"))
+            else:
+                with whole(label="warm-up call"):
+                    _expert_call(g, expert, sz, seed)
             if trace_at == w:
                 reply = _traced(g, sz, seed, "warmup", whole)
                 _note_traced(g, reply)
+            elif eff.warmup_release:
+                reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup",
+                                   released=lambda: whole(label="warm-up call"))
             else:
                 with whole(label="warm-up call"):
                     reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup")
@@ -1220,16 +1232,19 @@ def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size) -> float:
     return took
 
 
-def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False
-                 ) -> dict:
+def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False,
+                 released=None) -> dict:
     """One call of the expert, exactly as a candidate's timed call is made (`gated` in the timing loop's
     pairs, through the loop's windows); the worker's reply. Its output is kept only when asked (`_expert_output`):
-    the expert is trusted, and the candidate's kept outputs already fill the budget."""
+    the expert is trusted, and the candidate's kept outputs already fill the budget. `released()`: the window an
+    untimed call holds up to its worker's "released" (`Effort.warmup_release`), as a candidate's."""
     msg, fd = _expert_msg(g, sz, seed, keep, gated)
+    if released is not None:
+        msg["released"] = True
     t = time.monotonic()
     try:
         got = expert.request(msg, EXPERT_TIMEOUT_S, fd=fd, window=g.window if gated else None,
-                             whole=not g.effort.split_window)
+                             whole=not g.effort.split_window, released=released)
     except (OSError, wire.WireError) as e:
         got = e
     reply = _expert_reply(g, expert, sz, got)

@@ -842,3 +842,37 @@ def test_a_traced_call_released_before_its_sessions_close_still_grades_and_judge
     monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, traced_release=False))
     r = _grade(service, "traced_whole", HONEST)
     assert r.status is Status.CORRECT and r.sizes and heard == [], (r.reason, heard)
+
+
+def test_warm_up_calls_released_before_their_checks_still_grade_and_judge(service, monkeypatch):
+    """`Effort.warmup_release`: a warm-up pair's calls, the twin's and the candidate's, say "released" once over and
+    the device synchronised (their draws end there) and reply after their records and interpreter checks. The real
+    workers say it (every such request ended at its "released"), an honest attempt grades correct, and a hook a
+    candidate installs in a call is still floored. The traced call, when the draw falls on a warm-up call, is taken
+    whole here (`traced_release` off), so between one and two calls a warm-up pair are heard."""
+    import dataclasses
+
+    from grader.launcher import WorkerConn
+
+    heard = []
+    real = WorkerConn._frame_or_reply
+
+    def spy(self, cap, stage):
+        got = real(self, cap, stage)
+        heard.append((stage, got is None))
+        return got
+
+    monkeypatch.setattr(WorkerConn, "_frame_or_reply", spy)
+    tuned = dict(warmup_pairs=1, min_reps=2, max_reps=2, traced_release=False)
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, warmup_release=True, **tuned))
+    r = _grade(service, "warmup_release", HONEST)
+    assert r.status is Status.CORRECT and r.sizes, r.reason
+    pairs = sum(s.loop["warmup_pairs"] for s in r.sizes)
+    assert pairs == len(r.sizes) and pairs <= len(heard) <= 2 * pairs, (pairs, heard)
+    assert set(heard) == {("released", True)}, heard
+    r = _grade(service, "warmup_release_hooked", HOOKED_LATE)
+    assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), (r.status, r.reason)
+    heard.clear()  # off: the draws hold the whole requests, nothing is asked, nothing said
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, warmup_release=False))
+    r = _grade(service, "warmup_whole", HONEST)
+    assert r.status is Status.CORRECT and r.sizes and heard == [], (r.reason, heard)
