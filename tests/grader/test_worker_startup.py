@@ -810,14 +810,9 @@ def test_a_hook_installed_in_a_timed_call_is_floored(service):
     assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), (r.status, r.reason)
 
 
-def test_a_traced_call_released_before_its_sessions_close_still_grades_and_judges(service, monkeypatch):
-    """`Effort.traced_release` (on): each size's traced call, asked, says "released" once it is over and the device
-    synchronised (the parent's draw for it ends there) and replies after its sessions close and its interpreter is
-    checked. The real worker says it (every traced call's request ended at its "released", none at a reply in its
-    place); an honest attempt grades correct with each traced call's parts counted, and a hook installed in a call
-    is still floored."""
-    import dataclasses
-
+def _hear_releases(monkeypatch) -> list[tuple[str, bool]]:
+    """What each request waiting for a worker's word heard from now on: (the word awaited, whether the worker said it
+    rather than replying in its place)."""
     from grader.launcher import WorkerConn
 
     heard = []
@@ -829,6 +824,18 @@ def test_a_traced_call_released_before_its_sessions_close_still_grades_and_judge
         return got
 
     monkeypatch.setattr(WorkerConn, "_frame_or_reply", spy)
+    return heard
+
+
+def test_a_traced_call_released_before_its_sessions_close_still_grades_and_judges(service, monkeypatch):
+    """`Effort.traced_release` (on): each size's traced call, asked, says "released" once it is over and the device
+    synchronised (the parent's draw for it ends there) and replies after its sessions close and its interpreter is
+    checked. The real worker says it (every traced call's request ended at its "released", none at a reply in its
+    place); an honest attempt grades correct with each traced call's parts counted, and a hook installed in a call
+    is still floored."""
+    import dataclasses
+
+    heard = _hear_releases(monkeypatch)
     monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, traced_release=True))
     before = service.gpu_lock.stats()["purposes"].get("traced call: call", (0, 0.0))[0]
     r = _grade(service, "traced_release", HONEST)
@@ -852,17 +859,7 @@ def test_warm_up_calls_released_before_their_checks_still_grade_and_judge(servic
     whole here (`traced_release` off), so between one and two calls a warm-up pair are heard."""
     import dataclasses
 
-    from grader.launcher import WorkerConn
-
-    heard = []
-    real = WorkerConn._frame_or_reply
-
-    def spy(self, cap, stage):
-        got = real(self, cap, stage)
-        heard.append((stage, got is None))
-        return got
-
-    monkeypatch.setattr(WorkerConn, "_frame_or_reply", spy)
+    heard = _hear_releases(monkeypatch)
     tuned = dict(warmup_pairs=1, min_reps=2, max_reps=2, traced_release=False)
     monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, warmup_release=True, **tuned))
     r = _grade(service, "warmup_release", HONEST)
