@@ -854,19 +854,33 @@ def test_a_traced_call_released_before_its_sessions_close_still_grades_and_judge
 def test_warm_up_calls_released_before_their_checks_still_grade_and_judge(service, monkeypatch):
     """`Effort.warmup_release`: a warm-up pair's calls, the twin's and the candidate's, say "released" once over and
     the device synchronised (their draws end there) and reply after their records and interpreter checks. The real
-    workers say it (every such request ended at its "released"), an honest attempt grades correct, and a hook a
-    candidate installs in a call is still floored. The traced call, when the draw falls on a warm-up call, is taken
-    whole here (`traced_release` off), so between one and two calls a warm-up pair are heard."""
+    workers say it (every such request ended at its "released"), each warm-up call asked it (the twin's every time,
+    the candidate's unless the traced call's draw fell on it: taken whole here, `traced_release` off), an honest
+    attempt grades correct, and a hook a candidate installs in a call is still floored."""
     import dataclasses
 
+    from grader.launcher import WorkerConn
+
     heard = _hear_releases(monkeypatch)
+    asked = []  # (the call's tag, whether traced, whether its window ends at "released") of each call request
+    real_request = WorkerConn.request
+
+    def request(self, msg, *args, **kwargs):
+        if msg.get("op") == "call":
+            asked.append((msg.get("tag"), bool(msg.get("trace")), kwargs.get("released") is not None))
+        return real_request(self, msg, *args, **kwargs)
+
+    monkeypatch.setattr(WorkerConn, "request", request)
     tuned = dict(warmup_pairs=1, min_reps=2, max_reps=2, traced_release=False)
     monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, warmup_release=True, **tuned))
     r = _grade(service, "warmup_release", HONEST)
     assert r.status is Status.CORRECT and r.sizes, r.reason
     pairs = sum(s.loop["warmup_pairs"] for s in r.sizes)
-    assert pairs == len(r.sizes) and pairs <= len(heard) <= 2 * pairs, (pairs, heard)
-    assert set(heard) == {("released", True)}, heard
+    twins = [a for a in asked if a[0] == "expert" and a[2]]
+    candidates = [a for a in asked if a[0] == "warmup"]
+    assert pairs == len(r.sizes) == len(twins) == len(candidates), (pairs, asked)
+    assert all(released != traced for _, traced, released in candidates), candidates
+    assert len(heard) == sum(a[2] for a in asked) and set(heard) == {("released", True)}, (heard, asked)
     r = _grade(service, "warmup_release_hooked", HOOKED_LATE)
     assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.INTERPRETER), (r.status, r.reason)
     heard.clear()  # off: the draws hold the whole requests, nothing is asked, nothing said
