@@ -468,11 +468,14 @@ def test_a_slow_candidates_size_is_done_after_one_warm_up_pair_and_one_clean_pai
                                                         (False, True, (2, 2), {5, 6})):
             service.effort = dataclasses.replace(kept, warmup_pairs=2, min_reps=6, max_reps=6, slow_loops=slow_loops,
                                                  check_calls=2, slow_checks_warm=checks_warm)
+            traced = service.gpu_lock.stats()["purposes"].get("traced call: call", (0, 0.0))[0]
             r = _grade(service, f"slow_{slow_loops}_{checks_warm}", SLOW)
             assert r.status is Status.CORRECT and len(r.sizes) >= 2, r.reason
             for i, s in enumerate(r.sizes):  # in the order graded: the first size's first check call compiled
                 assert s.loop["warmup_pairs"] == warmups[i > 0] and s.loop["pairs"] in pairs, (slow_loops, checks_warm,
                                                                                                i, s.loop)
+            # every size still had its traced call, where no warm-up or timed pair was left to draw it
+            assert service.gpu_lock.stats()["purposes"]["traced call: call"][0] - traced == len(r.sizes)
     finally:
         service.effort = kept
 
