@@ -811,22 +811,22 @@ def _time_size(g: _Grade, sz: _Size, observed: list, check_ms: float, check_min_
     with _part(g, "timing loop"), _loop(g, kind) as whole:
         t_held = time.perf_counter()
         mark = g.watch.mark() if g.watch is not None else None
+        # A warm-up call's draw: up to its worker's "released" (`Effort.warmup_release`), or its whole request.
+        release = (lambda: whole(label="warm-up call")) if eff.warmup_release else None
+
+        def held():
+            return contextlib.nullcontext() if release is not None else whole(label="warm-up call")
+
         for w in range(eff.warmup_pairs if warming else 0):
             seed = _seed(sz.plan.call_seed(len(timed)), lambda: derive_seed(g.seed, sz.key, "warmup", w))
-            if eff.warmup_release:  # each call's draw up to its worker's "released"
-                _expert_call(g, expert, sz, seed, released=lambda: whole(label="warm-up call"))
-            else:
-                with whole(label="warm-up call"):
-                    _expert_call(g, expert, sz, seed)
+            with held():
+                _expert_call(g, expert, sz, seed, released=release)
             if trace_at == w:
                 reply = _traced(g, sz, seed, "warmup", whole)
                 _note_traced(g, reply)
-            elif eff.warmup_release:
-                reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup",
-                                   released=lambda: whole(label="warm-up call"))
             else:
-                with whole(label="warm-up call"):
-                    reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup")
+                with held():
+                    reply = _cand_call(g, sz, seed, keep_inputs=False, tag="warmup", released=release)
             traced = traced or trace_at == w
             timed.append((reply["idx"], seed))
             warmed = w + 1
