@@ -91,7 +91,7 @@ OPT_IN = ("gated_reference", "start_ahead", "host_verify", "keep_size_memory", "
           "warmup_release")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("keep_tasks", "nice_builds")
+SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 
@@ -695,6 +695,9 @@ def main(argv: list[str] | None = None) -> int:
                           {k: v for k, v in sorted(purposes.items()) if k.startswith(apart[1:])}),
             part_lines(results + retried, purposes))
         summary += "".join(f"\n{line}" for table in tables for line in table)
+        if svc.expert_builds is not None:
+            built = json.dumps(svc.expert_builds.summary())
+            summary += f"\n  the experts' kernels built ahead (grader.expertseed)\t{built}"
         summary += "\n" + "\n".join(memory_lines(svc))
         summary += "\n" + "\n".join(host_lines(host, clock))
         (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "

@@ -85,6 +85,8 @@ class WorkerConn:
     """A reference worker's gated answer waited for the device behind its gate: no more are gated."""
     warmed: set = field(default_factory=set)
     """The sizes an expert's worker has been called at (`session._expert_warmup`): its first call at one compiles."""
+    planted: int = 0
+    """The files of its expert's compiled kernels written into its Triton cache as it started (`Slot._plant`)."""
 
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None,
                 window=None, patience_s: float = timing.GATE_PATIENCE_S, whole: bool = False,
@@ -740,12 +742,13 @@ class Slot:
         conn.baseline_threads = sandbox.thread_count(conn.pid)
         return state
 
-    def expert(self, key: str, source: str, timeout_s: float, aside: bool = False) -> WorkerConn:
+    def expert(self, key: str, source: str, timeout_s: float, aside: bool = False,
+               kernels: dict[str, bytes] | None = None) -> WorkerConn:
         """A worker that has loaded the expert `source` (trusted code), kept for later attempts of the
         same task (`key`), so the expert is timed by the same worker code, in the same kind of
-        process, as every candidate. `aside`: see `_keep`."""
+        process, as every candidate. `aside`, `kernels`: see `_keep`."""
         return self._keep("expert", key, [{"op": "load", "source": source, "entry_point": "run"}], timeout_s,
-                          aside=aside)
+                          aside=aside, kernels=kernels)
 
     def reference(self, key: str, source: str, scale_source: str | None, timeout_s: float,
                   answer_bytes: int = 0, inputs_entry: str | None = None, aside: bool = False) -> WorkerConn:
@@ -762,21 +765,23 @@ class Slot:
                           min(answer_bytes, wire.ARENA_MAX) if self.reference_arena else 0, aside=aside)
 
     def task(self, key: str, expert: str, reference: str, scale_source: str | None, timeout_s: float,
-             answer_bytes: int = 0, inputs_entry: str | None = None, aside: bool = False) -> WorkerConn:
+             answer_bytes: int = 0, inputs_entry: str | None = None, aside: bool = False,
+             kernels: dict[str, bytes] | None = None) -> WorkerConn:
         """One kept worker that serves a task as its expert twin (`expert`) and as its reference worker (`reference`):
         one device context a task instead of two, one CUDA start instead of two (`task_workers`). Only for a task
         whose expert and reference come from one author (`session.SealedTask.one_author`): the reference then
         reaches nothing in the twin that its author did not write. It runs under the expert's uid (`UID_ROLE`), its
         L2 flush and launch gate are a twin's; the reference is imported as a module of its own (an adapter's
         in-place float64 cast never touches the expert's), with the arena and the task's `get_inputs` as a
-        reference worker gets them."""
+        reference worker gets them. `kernels`: see `_keep` (the caller gives them for a built-in card only)."""
         ref = {"op": "load", "source": reference, "entry_point": "run", "as": "reference",
                **({"inputs_entry": inputs_entry} if inputs_entry else {})}
         loads = [{"op": "load", "source": expert, "entry_point": "run"}, ref]
         if scale_source:
             loads.append({"op": "load", "source": scale_source, "entry_point": "run", "as": "scale"})
         return self._keep("task", key, loads, timeout_s,
-                          min(answer_bytes, wire.ARENA_MAX) if self.reference_arena else 0, aside=aside)
+                          min(answer_bytes, wire.ARENA_MAX) if self.reference_arena else 0, aside=aside,
+                          kernels=kernels)
 
     def start_ahead(self, *starts: Callable[[], object]) -> None:
         """Run each of `starts` (a kept worker's start: `expert` or `reference` with `aside`) on a thread of its own,
@@ -797,17 +802,19 @@ class Slot:
             thread.start()
 
     def _keep(self, role: str, key: str, loads: list[dict], timeout_s: float, arena_bytes: int = 0,
-              aside: bool = False) -> WorkerConn:
+              aside: bool = False, kernels: dict[str, bytes] | None = None) -> WorkerConn:
         """The kept worker `role:key`, started and loaded if there is none alive. One start of a name at a time: a
         call while a start ahead (`start_ahead`) runs waits for it and takes its worker. `aside`: a worker that must
         start boots (CUDA, the worker's imports, its gate: no task code) on the cores no slot is given, as a spare
-        does, and moves onto the slot's own before it loads anything."""
+        does, and moves onto the slot's own before it loads anything. `kernels`: the expert's compiled Triton
+        kernels (grader.expertseed), written into a worker that must start before it loads anything; one that
+        refuses them, or fails to write them, compiles them itself."""
         name = f"{role}:{key}"
         with self._keeping.setdefault(name, threading.Lock()):
-            return self._kept_or_started(name, role, key, loads, timeout_s, arena_bytes, aside)
+            return self._kept_or_started(name, role, key, loads, timeout_s, arena_bytes, aside, kernels)
 
     def _kept_or_started(self, name: str, role: str, key: str, loads: list[dict], timeout_s: float,
-                         arena_bytes: int, aside: bool) -> WorkerConn:
+                         arena_bytes: int, aside: bool, kernels: dict[str, bytes] | None = None) -> WorkerConn:
         if self._closing:
             raise RuntimeError(f"the slot is closing: no {role} of {key} starts")
         with self._kept_lock:
@@ -824,6 +831,8 @@ class Slot:
             except OSError:
                 self._kill(conn, None)
                 raise
+        if kernels:
+            self._plant(conn, role, kernels, timeout_s)
         t_loads = time.perf_counter()
         if arena_bytes > 0:
             try:
@@ -856,6 +865,23 @@ class Slot:
         for old in evicted:  # each holds a device context and its flush buffer
             self._kill(old, None)
         return conn
+
+    def _plant(self, conn: WorkerConn, role: str, kernels: dict[str, bytes], timeout_s: float) -> None:
+        """`_keep`'s `kernels`, written into the new worker's own Triton cache (`Worker._plant`); noted with the files
+        written, or why none were (the worker then compiles them, as without them)."""
+        from grader import expertseed
+
+        t = time.perf_counter()
+        try:
+            reply, _, _ = conn.request({"op": "plant"}, timeout_s, payload=expertseed.encode(kernels))
+        except (OSError, wire.WireError) as e:
+            reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+        took = time.perf_counter() - t
+        if reply.get("ok"):
+            self.note(f"worker start, {role}: the expert's kernels planted (grader.expertseed)", took)
+            conn.planted = int(reply.get("planted") or 0)
+        else:
+            self.note(f"worker start, {role}: the expert's kernels refused (grader.expertseed)", took)
 
     def kept_keys(self) -> set[str]:
         """The tasks (`SealedTask.expert_key`) whose expert or reference worker the slot keeps."""

@@ -1,5 +1,6 @@
 """Load Python source we wrote (a demo card's expert or reference) as a module backed by a real file,
-for tests and benchmarks. The grader itself never runs a card's code in its own process: references
+for tests, benchmarks and the builder of the experts' kernels (grader.expertseed, a process that runs only the
+catalogue's experts). The grader itself never runs a card's code in its own process: references
 run in a sandboxed worker (grader/session.py `_reference`), experts in a worker of their own.
 
 Triton needs the source on disk to JIT a kernel, so the text is written into `workdir`.

@@ -73,7 +73,8 @@ class GraderService:
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, keep_tasks: bool | int = False, memory_watch: bool = True,
                  gated_check_calls: bool = True, settled_pairs: bool = True, nice_builds: bool = False,
-                 task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = True):
+                 task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = True,
+                 seed_experts: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -102,6 +103,11 @@ class GraderService:
         only; on since grader 0.21.2: on one H200, H200 run 124, a fresh worker's first kernel took 581 ms against
         1,062, and the acceptance with it, H200 run 123, held every figure; round 1's rate did not move beyond the
         runs' spread),
+        `seed_experts` (the experts' compiled Triton kernels of the built-in tasks in a grading's queue, built
+        ahead by processes of their own as the grading begins and planted in each such task's kept worker as it
+        starts, grader.expertseed, instead of that worker's expert compiling them at its first call at each size; off
+        until a GPU run has measured it: H100 run 125 spent 103 of its 1,840 slot-seconds in those compiling calls,
+        301 ms each),
         `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
@@ -198,6 +204,13 @@ class GraderService:
             seeding.join()
             files, self.triton_seed = seed_box[0] if seed_box else ({}, {"error": "the seed's build raised"})
             self.triton_seed["slots"] = sum(slot.seed_triton(files) for slot in self.slots) if files else 0
+        self.expert_builds = None
+        """The builders of the experts' kernels (`seed_experts`: grader.expertseed.Builds); None when off."""
+        if seed_experts and mode == "zygote":
+            from grader import expertseed
+            from grader.launcher import base_env
+
+            self.expert_builds = expertseed.Builds(base_env(self.device), self.device)
         self.gpu_lock = DeviceLock(interleave=interleave, device_first=device_first)
         for slot in self.slots:
             slot.note = self.gpu_lock.note
@@ -223,6 +236,8 @@ class GraderService:
         import torch
 
         torch.set_num_threads(self._torch_threads)
+        if self.expert_builds is not None:
+            self.expert_builds.close()
         for slot in self.slots:
             slot.close()
         if self.watch is not None:
@@ -240,7 +255,7 @@ class GraderService:
 
         with self._tasks_lock:
             if task_id not in self._tasks:
-                self._tasks[task_id] = SealedTask(self.catalogue[task_id], self.device)
+                self._tasks[task_id] = SealedTask(self.catalogue[task_id], self.device, self.expert_builds)
             return self._tasks[task_id]
 
     def grade(self, requests: Iterable[GradeRequest],
@@ -249,6 +264,11 @@ class GraderService:
         build an extension is built ahead by the builders first (grader.buildahead), and waits for a slot until
         then."""
         requests = list(requests)
+        if self.expert_builds is not None:  # the queue's first tasks first (grader.expertseed)
+            from grader.expertseed import jobs_for
+
+            tasks = dict.fromkeys(r.task_id for r in requests if r.task_id in self.catalogue)
+            self.expert_builds.start(jobs_for([self.task(t) for t in tasks], self.device))
         ahead = self._to_build(requests)
         todo = _Queue(requests, self.task_affinity, held={id(r) for r, _ in ahead})
         n = len(todo)

@@ -256,9 +256,18 @@ class SealedTask:
     as candidates are, or, when the two come from one author (`one_author`), both in one (`Slot.task`).
     Nothing of the card is executed in this process."""
 
-    def __init__(self, card: TaskCard, device: str):
+    def __init__(self, card: TaskCard, device: str, builds=None):
         self.card = card
         self.device = device
+        self.builds = builds
+        """The service's builds of the experts' kernels (`grader.expertseed.Builds`), or None."""
+
+    def expert_kernels(self) -> dict[str, bytes] | None:
+        """The expert's compiled Triton kernels built ahead for this task so far (`grader.expertseed`), for its kept
+        worker to start with; None for a card not written here (`ours`): its worker may run a corpus reference."""
+        if self.builds is None or not self.ours:
+            return None
+        return self.builds.kernels(self.expert_key) or None
 
     @property
     def expert_key(self) -> str:
@@ -1165,7 +1174,8 @@ def _expert_worker(g: _Grade) -> WorkerConn:
         try:
             with _part(g, "expert's worker, kept or started"):
                 g.expert = (_reference_of(g.slot, g.task) if _one_worker(g.slot, g.task) else
-                            g.slot.expert(g.task.expert_key, g.task.card.expert, EXPERT_TIMEOUT_S))
+                            g.slot.expert(g.task.expert_key, g.task.card.expert, EXPERT_TIMEOUT_S,
+                                          kernels=g.task.expert_kernels()))
         except (OSError, wire.WireError, RuntimeError) as e:
             g.slot.drop_expert(g.task.expert_key)
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"the expert's worker failed: {e}") from None
@@ -1227,7 +1237,9 @@ def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size) -> float:
     compiling = sz.key not in expert.warmed  # counted apart: outside any window (H200 run 58: 484 ms against 1.6)
     warm = _expert_call(g, expert, sz, derive_seed(g.seed, sz.key, "expert-warmup"))
     expert.warmed.add(sz.key)
-    _note_parts(g, "expert warm-up" + (", compiling" if compiling else ""), warm)
+    # apart again where its worker was given its kernels built ahead (grader.expertseed): it compiles none of them
+    _note_parts(g, "expert warm-up" + (", compiling" if compiling else "")
+                + (", its kernels planted" if compiling and expert.planted else ""), warm)
     took = time.perf_counter() - t
     g.phases["expert"] += took
     return took
@@ -1750,7 +1762,7 @@ def _reference_of(slot: Slot, task, aside: bool = False) -> WorkerConn:
     inputs_entry = "get_inputs" if card.inputs_from == "task" else None
     if _one_worker(slot, task):
         return slot.task(task.expert_key, card.expert, card.reference, card.error_scale, EXPERT_TIMEOUT_S,
-                         task.answer_bytes, inputs_entry, aside=aside)
+                         task.answer_bytes, inputs_entry, aside=aside, kernels=task.expert_kernels())
     return slot.reference(task.expert_key, card.reference, card.error_scale, EXPERT_TIMEOUT_S, task.answer_bytes,
                           inputs_entry, aside=aside)
 
@@ -1763,7 +1775,8 @@ def _start_ahead(slot: Slot, task) -> None:
         slot.start_ahead(lambda: _reference_of(slot, task, aside=True))
         return
     slot.start_ahead(lambda: _reference_of(slot, task, aside=True),
-                     lambda: slot.expert(task.expert_key, task.card.expert, EXPERT_TIMEOUT_S, aside=True))
+                     lambda: slot.expert(task.expert_key, task.card.expert, EXPERT_TIMEOUT_S, aside=True,
+                                         kernels=task.expert_kernels()))
 
 
 def _kept_answer(g: _Grade, sz: _Size, seed: int) -> Answer | None:

@@ -41,18 +41,20 @@ BUILD_TIMEOUT_S = 120.0
 """The longest the seed's build may take (Triton's driver, the C compiler, one kernel)."""
 
 
-def collect(cache_dir: str | Path) -> dict[str, bytes]:
+def collect(cache_dir: str | Path, pattern: str = "*.so", skip: frozenset[str] = frozenset(),
+            max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> dict[str, bytes]:
     """The shared libraries (`*.so`) under a Triton cache, by their path relative to it (`<key>/<file>`): what Triton
-    built for its host side. Kernels' binaries are left out: they belong to the kernel that was compiled."""
+    built for its host side. Kernels' binaries are left out: they belong to the kernel that was compiled.
+    `pattern` "*": every file (grader.expertseed: an expert's kernels and their launchers), but those in `skip`."""
     root = Path(cache_dir)
     out: dict[str, bytes] = {}
     total = 0
-    for path in sorted(root.rglob("*.so")):
+    for path in sorted(root.rglob(pattern)):
         rel = path.relative_to(root).as_posix()
-        if not path.is_file() or path.is_symlink() or not _plain(rel):
+        if rel in skip or not path.is_file() or path.is_symlink() or not _plain(rel):
             continue
         data = path.read_bytes()
-        if len(out) >= MAX_FILES or total + len(data) > MAX_BYTES:
+        if len(out) >= max_files or total + len(data) > max_bytes:
             break
         out[rel] = data
         total += len(data)
@@ -69,16 +71,16 @@ def encode(files: dict[str, bytes]) -> bytes:
     return json.dumps({rel: base64.b64encode(data).decode() for rel, data in files.items()}).encode()
 
 
-def decode(blob: bytes) -> dict[str, bytes]:
+def decode(blob: bytes, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) -> dict[str, bytes]:
     """A seed as `encode` wrote it; only plain `<key>/<file>` names, within the limits."""
     raw = json.loads(blob)
     if not isinstance(raw, dict):
         raise ValueError("a Triton seed is a JSON object")
     out: dict[str, bytes] = {}
-    for rel, text in list(raw.items())[:MAX_FILES]:
+    for rel, text in list(raw.items())[:max_files]:
         if isinstance(rel, str) and isinstance(text, str) and _plain(rel):
             out[rel] = base64.b64decode(text)
-    if sum(map(len, out.values())) > MAX_BYTES:
+    if sum(map(len, out.values())) > max_bytes:
         raise ValueError("a Triton seed over its size limit")
     return out
 

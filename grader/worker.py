@@ -28,7 +28,7 @@ import time
 import traceback
 import types
 
-from grader import boundary, guard, observe, wire
+from grader import boundary, expertseed, guard, observe, wire
 from grader.compile_cache import ExtensionHook
 
 _perf_ns = time.perf_counter_ns  # captured before any candidate code exists
@@ -441,7 +441,7 @@ class Worker:
         self._announce = announce
         ops = {"load": self._load, "call": self._call, "fetch": self._fetch, "release": self._release,
                "reference": self._reference, "inputs": self._task_inputs, "watch": self._watch, "gate": self._gate,
-               "arena": self._lend_arena, "trim": self._trim}
+               "arena": self._lend_arena, "trim": self._trim, "plant": self._plant}
         check = make_integrity_check(self._owners, strict=[self, self.clock])
         state = self._state
         while True:
@@ -531,6 +531,22 @@ class Worker:
         arena = self._arena
         state = ("pinned" if arena.pinned else "mapped") if arena is not None else f"off: {self._arena_error}"
         return {"ok": True, "arena": state}, None
+
+    def _plant(self, msg: dict):
+        """The expert's compiled Triton kernels, built ahead by the service (grader.expertseed), written into this
+        worker's own Triton cache: only a kept worker that runs our expert (role "expert", or "task", whose parent
+        sends them for a built-in card only), and only before any code was loaded. A candidate's or a corpus
+        reference's worker refuses them: the expert's code and kernels are sealed from both."""
+        if self.role not in ("expert", "task") or self._guarded or self.fn is not None:
+            return {"ok": False, "error_kind": "protocol",
+                    "error": f"a worker of role {self.role!r} is given no kernels" if self.role not in
+                    ("expert", "task") else "kernels are planted before anything is loaded"}, None
+        cache = os.environ.get("TRITON_CACHE_DIR")
+        if not cache:
+            return {"ok": False, "error_kind": "protocol", "error": "this worker has no Triton cache of its own"}, None
+        t0 = _perf_ns()
+        n = expertseed.plant(expertseed.decode(msg.get("_blob") or b"{}"), cache)
+        return {"ok": True, "planted": n, "ms": (_perf_ns() - t0) / 1e6}, None
 
     def _load(self, msg: dict):
         t0 = _perf_ns()
