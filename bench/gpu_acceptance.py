@@ -91,7 +91,7 @@ OPT_IN = ("gated_reference", "start_ahead", "host_verify", "keep_size_memory", "
           "warmup_release")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts")
+SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts", "triton_key_once")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 
@@ -744,6 +744,7 @@ def main(argv: list[str] | None = None) -> int:
                    warmup_pairs=svc.effort.warmup_pairs,
                    answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,
                    kept_tasks=svc.kept_tasks, triton_seed=svc.triton_seed,
+                   triton_key_ms=[slot.triton_key_ms for slot in svc.slots],
                    switched_on={**{part: getattr(svc.effort, part) for part in OPT_IN},
                                 **{part: part in served for part in SERVICE_OPT_IN}})
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))

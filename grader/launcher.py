@@ -462,7 +462,8 @@ class Slot:
     def __init__(self, index: int, mode: str, device: str, hide: list[str], *, reveal: list[str] = (), tmp_mb: int = 1024,
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
-                 output_arena: bool = True, spares: bool = False, kept_tasks: int = 2, task_workers: bool = False):
+                 output_arena: bool = True, spares: bool = False, kept_tasks: int = 2, task_workers: bool = False,
+                 triton_key_once: bool = False):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -522,6 +523,10 @@ class Slot:
         self.zygote: subprocess.Popen | None = None
         self.ctl: socket.socket | None = None
         self._triton_seed: dict[str, bytes] = {}  # `seed_triton`'s, for a zygote started again
+        self.triton_key_once = triton_key_once
+        """The zygote computes Triton's key of itself before it forks any worker (`zygote._triton_key_once`)."""
+        self.triton_key_ms: float | None = None
+        """What that took, as its zygote last said (None: not asked, or this Triton has no such key)."""
         if mode == "zygote":
             self._launch_zygote()
             if not defer_ready:
@@ -564,7 +569,7 @@ class Slot:
         theirs.close()
         self.ctl = ours
         self.ctl.settimeout(self.boot_timeout_s)
-        zygote.ctl_send(self.ctl, {"device": self.device})
+        zygote.ctl_send(self.ctl, {"device": self.device, "triton_key_once": self.triton_key_once})
 
     def await_ready(self) -> None:
         """Wait for the zygote's pre-import (seconds): slots launched together import in parallel."""
@@ -573,6 +578,7 @@ class Slot:
         reply = zygote.ctl_recv(self.ctl)
         if not reply.get("ready"):
             raise RuntimeError(f"zygote {self.index} failed to start: {reply}")
+        self.triton_key_ms = reply.get("triton_key_ms")
 
     def spawn(self, timeout_s: float, memory_limit_mb: int | None = None, *, role: str = "candidate") -> WorkerConn:
         """A fresh worker; `memory_limit_mb` can only tighten the slot's address-space limit (CPU).

@@ -74,7 +74,7 @@ class GraderService:
                  stalled_one_pair: bool = True, keep_tasks: bool | int = False, memory_watch: bool = True,
                  gated_check_calls: bool = True, settled_pairs: bool = True, nice_builds: bool = False,
                  task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = True,
-                 seed_experts: bool = False):
+                 seed_experts: bool = False, triton_key_once: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -108,6 +108,9 @@ class GraderService:
         starts, grader.expertseed, instead of that worker's expert compiling them at its first call at each size; off
         until a GPU run has measured it: H100 run 125 spent 103 of its 1,840 slot-seconds in those compiling calls,
         301 ms each),
+        `triton_key_once` (each slot's zygote computes Triton's key of itself, `triton.runtime.cache.triton_key`,
+        before it forks a worker, `zygote._triton_key_once`, so that no worker reads and digests Triton's 415 MB
+        library at its first kernel; off until a GPU run has measured it),
         `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
@@ -196,7 +199,7 @@ class GraderService:
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
                            spares=cuda if spare_workers is None else spare_workers, kept_tasks=self.kept_tasks,
-                           task_workers=task_workers)
+                           task_workers=task_workers, triton_key_once=triton_key_once)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()

@@ -87,3 +87,29 @@ def test_the_build_on_a_gpu_keeps_tritons_cuda_utils():
     files, record = tritonseed.build(base_env("cuda"))
     assert files, record
     assert any(os.path.basename(rel).startswith("cuda_utils") for rel in files), record
+
+
+# Correct only where Triton's key of itself was computed before its worker was forked (`triton_key_once`).
+FINDS_THE_KEY = """\
+from triton.runtime.cache import triton_key
+keyed = triton_key.cache_info().currsize == 1
+""" + HONEST_SOFTMAX.replace("    return e / e.sum(-1, keepdim=True)\n",
+                            "    return e / e.sum(-1, keepdim=True) if keyed else e\n")
+
+
+def test_a_worker_forked_after_its_zygote_computed_tritons_key_finds_it_and_one_forked_without_does_not():
+    def grade(name):
+        return list(svc.grade([GradeRequest(attempt_id=name, task_id=TASK, source=FINDS_THE_KEY,
+                                            language="pytorch")]))[0]
+
+    with GraderService(mode="zygote", workers=1, triton_key_once=True) as svc:
+        keyed = grade("keyed")
+        slot = svc.slots[0]
+        took = slot.triton_key_ms
+        slot.triton_key_once = False  # the next spawn starts a zygote again, without it
+        slot.zygote.kill()
+        slot.zygote.wait()
+        unkeyed = grade("unkeyed")
+    assert took is not None and took > 0
+    assert keyed.status is Status.CORRECT, keyed.reason
+    assert unkeyed.status is Status.WRONG_OUTPUT, unkeyed.reason
