@@ -129,7 +129,7 @@ def test_a_task_worker_starts_with_the_kernels_it_is_given_and_no_candidate_take
     assert purposes["worker start, task: the expert's kernels planted (grader.expertseed)"][0] == 1
 
 
-def test_a_grading_builds_the_experts_of_its_built_in_triton_tasks_only(service):
+def test_a_grading_builds_the_experts_of_its_built_in_tasks_only(service):
     req = GradeRequest(attempt_id="seeded_softmax", task_id="softmax_rows_fp32", source=HONEST_SOFTMAX,
                        language="pytorch")
     [r] = list(service.grade([req]))
@@ -140,10 +140,14 @@ def test_a_grading_builds_the_experts_of_its_built_in_triton_tasks_only(service)
     key = service.task("softmax_rows_fp32").expert_key
     # built without error; on the CPU Triton's interpreter leaves nothing to plant
     assert set(builds.records) == {key} and "error" not in builds.records[key], builds.records
-    gelu = GradeRequest(attempt_id="gelu", task_id="gelu_fp32", source="import torch\ndef run(x):\n    return x\n",
-                        language="pytorch")
-    list(service.grade([gelu]))
-    assert set(builds.records) == {key}  # its expert is PyTorch's: nothing to build
+    # an imported card's expert is not ours: never built, though it is the built-in card's code under another id
+    import dataclasses
+
+    from grader.session import SealedTask
+
+    gelu = service.task("gelu_fp32")
+    imported = SealedTask(dataclasses.replace(gelu.card, task_id="imported_gelu"), service.device)
+    assert [j["task"] for j in expertseed.jobs_for([gelu, imported], service.device)] == [gelu.expert_key]
 
 
 @pytest.mark.gpu
