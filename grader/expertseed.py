@@ -51,10 +51,6 @@ TIMEOUT_S = 600.0
 """The longest a builder may run; one still running then is ended, and its tasks compile in their slots."""
 
 
-def encode(files: dict[str, bytes]) -> bytes:
-    return tritonseed.encode(files)
-
-
 def decode(blob: bytes) -> dict[str, bytes]:
     """A task's kernels as `encode` wrote them: plain `<key>/<file>` names only, within this module's limits."""
     return tritonseed.decode(blob, MAX_FILES, MAX_BYTES)
@@ -73,7 +69,7 @@ def plant(files: dict[str, bytes], cache_dir: str) -> int:
                 children = json.loads(data)["child_paths"]
                 data = json.dumps({"child_paths": {
                     c: os.path.join(cache_dir, key, os.path.basename(p)) for c, p in children.items()
-                    if isinstance(c, str) and isinstance(p, str) and tritonseed._plain(f"{key}/{os.path.basename(p)}")
+                    if isinstance(c, str) and isinstance(p, str) and tritonseed.plain_name(f"{key}/{os.path.basename(p)}")
                 }}).encode()
             except (ValueError, KeyError, TypeError, AttributeError):
                 continue
@@ -233,7 +229,7 @@ def _build(cache: str, work: str, device: str, jobs: list[dict]) -> None:
             # Triton's host module is every worker's already (grader.tritonseed): not sent again with each task
             skip = frozenset(os.path.relpath(p, own) for p in glob.glob(os.path.join(own, "*", "cuda_utils*")))
             files = tritonseed.collect(own, "*", skip=skip, max_files=MAX_FILES, max_bytes=MAX_BYTES)
-            line["files"] = encode(files).decode()
+            line["files"] = tritonseed.encode(files).decode()
         except Exception as e:  # noqa: BLE001 - the task's worker compiles it then, as without a build
             line["error"] = f"{type(e).__name__}: {e}"[:300]
         finally:

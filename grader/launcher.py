@@ -875,11 +875,11 @@ class Slot:
     def _plant(self, conn: WorkerConn, role: str, kernels: dict[str, bytes], timeout_s: float) -> None:
         """`_keep`'s `kernels`, written into the new worker's own Triton cache (`Worker._plant`); noted with the files
         written, or why none were (the worker then compiles them, as without them)."""
-        from grader import expertseed
+        from grader import tritonseed
 
         t = time.perf_counter()
         try:
-            reply, _, _ = conn.request({"op": "plant"}, timeout_s, payload=expertseed.encode(kernels))
+            reply, _, _ = conn.request({"op": "plant"}, timeout_s, payload=tritonseed.encode(kernels))
         except (OSError, wire.WireError) as e:
             reply = {"ok": False, "error": f"{type(e).__name__}: {e}"}
         took = time.perf_counter() - t

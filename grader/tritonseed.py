@@ -51,7 +51,7 @@ def collect(cache_dir: str | Path, pattern: str = "*.so", skip: frozenset[str] =
     total = 0
     for path in sorted(root.rglob(pattern)):
         rel = path.relative_to(root).as_posix()
-        if rel in skip or not path.is_file() or path.is_symlink() or not _plain(rel):
+        if rel in skip or not path.is_file() or path.is_symlink() or not plain_name(rel):
             continue
         data = path.read_bytes()
         if len(out) >= max_files or total + len(data) > max_bytes:
@@ -61,7 +61,7 @@ def collect(cache_dir: str | Path, pattern: str = "*.so", skip: frozenset[str] =
     return out
 
 
-def _plain(rel: str) -> bool:
+def plain_name(rel: str) -> bool:
     """`<key>/<file>`: two plain names, nothing that climbs out of the cache."""
     parts = rel.split("/")
     return len(parts) == 2 and all(p and p not in (".", "..") and "\0" not in p for p in parts)
@@ -78,7 +78,7 @@ def decode(blob: bytes, max_files: int = MAX_FILES, max_bytes: int = MAX_BYTES) 
         raise ValueError("a Triton seed is a JSON object")
     out: dict[str, bytes] = {}
     for rel, text in list(raw.items())[:max_files]:
-        if isinstance(rel, str) and isinstance(text, str) and _plain(rel):
+        if isinstance(rel, str) and isinstance(text, str) and plain_name(rel):
             out[rel] = base64.b64decode(text)
     if sum(map(len, out.values())) > max_bytes:
         raise ValueError("a Triton seed over its size limit")
@@ -90,7 +90,7 @@ def plant(files: dict[str, bytes], cache_dir: str) -> int:
     there is left as it is."""
     n = 0
     for rel, data in files.items():
-        if not _plain(rel):
+        if not plain_name(rel):
             continue
         target = os.path.join(cache_dir, rel)
         os.makedirs(os.path.dirname(target), mode=0o700, exist_ok=True)

@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from grader import expertseed
+from grader import expertseed, tritonseed
 from grader.contract import GradeRequest, Status
 from tests.grader.sources import HONEST_SOFTMAX
 
@@ -121,7 +121,7 @@ def test_a_task_worker_starts_with_the_kernels_it_is_given_and_no_candidate_take
         slot.task("unplanted@1", FINDS_ITS_KERNEL, HONEST_SOFTMAX, None, 60.0)
     candidate = slot.spawn(60.0)
     try:
-        reply, _, _ = candidate.request({"op": "plant"}, 30.0, payload=expertseed.encode(files))
+        reply, _, _ = candidate.request({"op": "plant"}, 30.0, payload=tritonseed.encode(files))
         assert not reply["ok"] and "given no kernels" in reply["error"], reply
     finally:
         slot.finish(candidate)
