@@ -249,7 +249,10 @@ def test_confined_program_has_a_root_of_its_own_whose_mount_table_names_no_hidde
     run = run_confined(VIEW + "sys.stdout.write(json.dumps(view()))\n", b"", 60)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.sandbox["own_root"] is True and run.sandbox["old_root"] == "detached", run.sandbox
-    assert set(run.sandbox["hidden_paths"]) >= {h for h in hidden if not h.startswith("/tmp/")}
+    # a path there before the run and still there after it was there during it: another test of the suite may plant
+    # a directory at the file system root (test_grader_service's probe) and remove it while this one runs
+    during = set(hidden) & set(_sealed_and_revealed()[0])
+    assert set(run.sandbox["hidden_paths"]) >= {h for h in during if not h.startswith("/tmp/")}
     seen = json.loads(run.stdout)
     assert not hidden_names(seen["tables"], hidden, revealed)
     assert_same_tree(seen, hidden, revealed)
