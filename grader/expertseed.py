@@ -217,7 +217,7 @@ def _build(cache: str, work: str, device: str, jobs: list[dict]) -> None:
         line: dict = {"task": job["task"]}
         own = os.path.join(cache, f"job{i}")
         try:
-            os.mkdir(own)
+            os.makedirs(own, exist_ok=True)  # the cache of a run given kernels planted ahead (its test)
             os.environ["TRITON_CACHE_DIR"] = own
             folder = tempfile.mkdtemp(dir=work, prefix="task-")
             os.chdir(folder)
