@@ -7,7 +7,7 @@ table of them side by side.
 Each run is `bench/gpu_acceptance.py --groups cuda_l1,demo --fresh-sample 0 --workers N`, round 1 only, in a
 process of its own (a fresh service, an empty extension cache), stopped at `--run-s`. A run is `N` (slots) or
 `NxD` (slots, demo attempts: `6x96` grades 96 of the demo corpus beside the CUDA-L1 sample, more attempts a task),
-either followed by `+part` for each part the run switches on (`6+start_ahead`: the acceptance's `--with`) or
+either followed by `+part` for each part the run switches on (`6+host_verify`: the acceptance's `--with`) or
 `-part` for each it switches off (`8-task_workers`: its `--without`), and
 last by `:R/H` for a timing effort other than the device's default (`6:10/0.015`: at least 10 timed pairs a size,
 stopping once the interval is within 0.015 either side; the acceptance's `--min-reps` and `--target-halfwidth`;
@@ -52,8 +52,8 @@ KEPT_ROLES = ("expert", "reference", "task")
 
 
 def parse_runs(text: str, demo: int) -> list[tuple[int, int, tuple[str, ...], tuple | None]]:
-    """`12,8x96,6+start_ahead,6-task_workers,6:10/0.015,6:10/0.015/1` -> [(12, demo, (), None), (8, 96, (), None),
-    (6, demo, ("start_ahead",), None), (6, demo, ("-task_workers",), None), (6, demo, (), (10, 0.015)), (6, demo, (),
+    """`12,8x96,6+host_verify,6-task_workers,6:10/0.015,6:10/0.015/1` -> [(12, demo, (), None), (8, 96, (), None),
+    (6, demo, ("host_verify",), None), (6, demo, ("-task_workers",), None), (6, demo, (), (10, 0.015)), (6, demo, (),
     (10, 0.015, 1))]: slots, demo attempts, the parts switched on (`+part`: the acceptance's `--with`) or off (`-part`,
     kept as "-part": its `--without`), the timing effort (least pairs, half-width target, and warm-up pairs a size if
     given; None: the device's default); a clear error for anything else."""

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.21.3"
+GRADER_VERSION = "0.22.0"
 """Bumped whenever anything that can move a reward changes (protocol, tolerances, timing); its last part for a change
 of labels alone (0.19.1: a cuda candidate's wrong output after its own build failed is that build failure) or of when
 the grader fails (0.19.2: a reference out of device memory is asked again before its grade ends infra_error; 0.19.3:
@@ -32,7 +32,10 @@ failed build's message holds that command's verdicts only, not those of the comm
 it (`grader.tritonseed`), so no worker builds it with the C compiler (H200 runs 123 and 124).
 0.21.3: an extension's build is filed under the material its call was made with, not under the flags torch's loader
 appended to the caller's `extra_ldflags` in place, so a later call of the same build finds it (H100 run 125: a
-CUDA-L1 attempt's failure built ahead was compiled again in its slot); the same labels, sooner."""
+CUDA-L1 attempt's failure built ahead was compiled again in its slot); the same labels, sooner.
+0.22.0: `slow_checks_warm` and `start_ahead` on by default: a size whose two check calls each ran 20 ms or more of
+their own device work gets no warm-up pair, and a task's kept worker starts as its grade begins (H100 runs 126 and
+127, H200 run 128)."""
 
 REWARD_FLOOR = -24.0
 """Reward of every attempt that is not a correct, unflagged kernel."""

@@ -72,13 +72,15 @@ class GraderService:
                  fill_behind: bool = True, answer_pool: bool = True, spare_workers: bool | None = None,
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, keep_tasks: bool | int = False, memory_watch: bool = True,
-                 gated_check_calls: bool = True, settled_pairs: bool = True, nice_builds: bool = False,
+                 gated_check_calls: bool = True, settled_pairs: bool = True, slow_checks_warm: bool = True,
+                 start_ahead: bool = True, nice_builds: bool = False,
                  task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = True,
                  seed_experts: bool = False, triton_key_once: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
-        `traced_release`, `stalled_one_pair`, `gated_check_calls`, `settled_pairs` (`Effort`),
+        `traced_release`, `stalled_one_pair`, `gated_check_calls`, `settled_pairs`, `slow_checks_warm`,
+        `start_ahead` (`Effort`),
         `answer_pool`
         (reference answers kept across attempts: `grader.answers`; `answer_budget_bytes` the bytes they may hold,
         None for the device's `budget_for`),
@@ -105,12 +107,14 @@ class GraderService:
         runs' spread),
         `seed_experts` (the experts' compiled Triton kernels of the built-in tasks in a grading's queue, built
         ahead by processes of their own as the grading begins and planted in each such task's kept worker as it
-        starts, grader.expertseed, instead of that worker's expert compiling them at its first call at each size; off
-        until a GPU run has measured it: H100 run 125 spent 103 of its 1,840 slot-seconds in those compiling calls,
-        301 ms each),
+        starts, grader.expertseed, instead of that worker's expert compiling them at its first call at each size:
+        H100 run 125 spent 103 of its 1,840 slot-seconds in those compiling calls, 301 ms each; off: on one H200,
+        H200 runs 128 and 129, such a call took 49 ms with its kernels planted against 93, but in round 1 the builders
+        were mostly late and its rate did not move beyond the runs' spread),
         `triton_key_once` (each slot's zygote computes Triton's key of itself, `triton.runtime.cache.triton_key`,
         before it forks a worker, `zygote._triton_key_once`, so that no worker reads and digests Triton's 415 MB
-        library at its first kernel; off until a GPU run has measured it),
+        library at its first kernel: 363-403 ms once a zygote on H200 run 128; off, no gain in round 1's rate
+        beside `seed_experts`, H200 run 129),
         `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
@@ -144,7 +148,8 @@ class GraderService:
                                           split_window=split_window, slow_loops=slow_loops, check_windows=check_windows,
                                           fill_behind=fill_behind, paired_windows=paired_windows,
                                           traced_release=traced_release, stalled_one_pair=stalled_one_pair,
-                                          gated_check_calls=gated_check_calls, settled_pairs=settled_pairs)
+                                          gated_check_calls=gated_check_calls, settled_pairs=settled_pairs,
+                                          slow_checks_warm=slow_checks_warm, start_ahead=start_ahead)
         from grader.answers import AnswerPool, budget_for
 
         # kept across the attempts this service grades, in page-locked host memory on a GPU host

@@ -68,7 +68,7 @@ class Effort:
     its call slow too and neither let through its gate, past the clip by `ONE_PAIR_CLIP_MARGIN_LOG2` (0.14.0;
     bench/gpu_acceptance.py --without slow_loops). One slow call is no evidence: an honest kernel's first call at a
     size can wait 20 ms for its memory (H200 run 50)."""
-    slow_checks_warm: bool = False
+    slow_checks_warm: bool = True
     """`slow_loops` from the check calls alone: a candidate two of whose check calls at a size each ran at least
     `SLOW_CALL_MS` of their own device work (not the attempt's compiling first call, which times the compiler, nor one
     let through its gate, which times its host's waits) gets no warm-up pair there: those calls warmed the device. Its
@@ -78,8 +78,9 @@ class Effort:
     time, each slow size making five calls (two check calls, the warm-up pair's, the timed pair's, the traced call).
     H100 run 126 (ABAB, round 1, 6 slots) measured a first version, which also counted the compiling first call (and
     so skipped the first size's warm-up pair too): 2,580 and 2,257 per GPU-hour with it against 2,439 and 2,160, the
-    grades stopped at the clip 17.6 and 20.8 s of slot time at the median against 22.8 and 25.1. Off until the
-    acceptance has graded the cheats and repeats with it (bench/gpu_acceptance.py --with slow_checks_warm)."""
+    grades stopped at the clip 17.6 and 20.8 s of slot time at the median against 22.8 and 25.1. On since grader
+    0.22.0: the acceptance with it and `start_ahead`, H200 run 128 (8 slots), held every figure (12/12 cheats in 3 of
+    3 grades, 0/48 honest kernels floored, repeats median 0.0074, p95 0.0306); `--without slow_checks_warm`."""
     check_windows: bool = True
     """Each piece of check work (a check call, a verification's fetch, its inputs, the reference's answer, the
     comparison, the expert's warm-up) runs in a window of its own beside the timing loops (`DeviceLock.check`): never
@@ -153,14 +154,15 @@ class Effort:
     it slower than run 75 without it on the same card (1,431 against 1,852 per GPU-hour over every round): the inputs
     drawn again and copied out held check windows of 112 ms (35% of the device windows' wait on draws), and the
     parent's comparisons took 2.16 of its cores at the median against 0.48 (the acceptance's `--with host_verify`)."""
-    start_ahead: bool = False
+    start_ahead: bool = True
     """The task's reference and expert workers, where the slot keeps none alive, start as the grade begins, beside
-    the candidate's start and load (`session._start_ahead`), not one after the other in its first size. Off: H200
-    run 73 measured it slower than run 71 without it (1,774 against 1,916 per GPU-hour), its boots longer the more
-    ran at once (reference 11.0 s, expert 11.2 s at the median, against 7.0 and 5.0; the acceptance's
-    `--with start_ahead`). With `task_workers` (one worker a new task) and 6 slots, H100 run 127 (ABAB, round 1, with
-    `slow_checks_warm` on both sides) graded 2,752 and 2,682 per GPU-hour with it against 2,566 and 2,537, each grade
-    8% shorter though each task worker's CUDA start took 1.1-1.2 s against 0.85; the acceptance with it comes next."""
+    the candidate's start and load (`session._start_ahead`), not one after the other in its first size. With two
+    kept workers a task, H200 run 73 measured it slower than run 71 without it (1,774 against 1,916 per GPU-hour),
+    its boots longer the more ran at once (reference 11.0 s, expert 11.2 s at the median, against 7.0 and 5.0). With
+    `task_workers` (one worker a new task) and 6 slots, H100 run 127 (ABAB, round 1, with `slow_checks_warm` on both
+    sides) graded 2,752 and 2,682 per GPU-hour with it against 2,566 and 2,537, each grade 8% shorter though each task
+    worker's CUDA start took 1.1-1.2 s against 0.85. On since grader 0.22.0, after the acceptance with both held every
+    figure (H200 run 128); `--without start_ahead`."""
     gated_check_calls: bool = True
     """A check call goes through the candidate's launch gate (not the attempt's first call, which holds nothing): a
     check place (`DeviceLock.check(whole=False)`) and in it two draw windows, its preparation up to its closed gate
