@@ -462,6 +462,7 @@ def test_a_slow_candidates_size_is_done_after_one_warm_up_pair_and_one_clean_pai
 
     monkeypatch.setattr(session, "ONE_PAIR_CLIP_MARGIN_LOG2", -12.0)
     kept = service.effort
+    assert kept.slow_checks_warm  # the service's default since grader 0.22.0 (`--without slow_checks_warm`)
     try:
         # (warm-up pairs at the first size, at the others); the traced call may take a timed pair's turn
         for slow_loops, checks_warm, warmups, pairs in ((True, False, (1, 1), {1}), (True, True, (1, 0), {1}),
@@ -662,17 +663,16 @@ def test_a_reference_asked_for_a_gated_answer_it_cannot_queue_says_so_before_any
 
 
 def test_a_grade_started_ahead_starts_its_task_worker_once_on_a_thread_of_its_own(service, monkeypatch):
-    """`Effort.start_ahead`: where the slot keeps none, the task's worker (its expert and reference in one,
-    `task_workers`) starts on a slot's thread ahead of the grade's own calls (`Slot.start_ahead`), which wait for that
-    start and take its worker: it starts once, and the grade is as without."""
+    """`Effort.start_ahead` (on by default since grader 0.22.0): where the slot keeps none, the task's worker (its
+    expert and reference in one, `task_workers`) starts on a slot's thread ahead of the grade's own calls
+    (`Slot.start_ahead`), which wait for that start and take its worker: it starts once, and the grade is as without.
+    Switched off (`--without start_ahead`), the grade's own first size starts it."""
     import dataclasses
     import threading
     import time
 
     slot = service.slots[0]
     key = service.task(TASK).expert_key
-    slot.drop_expert(key)
-    slot.drop_reference(key)
     started = []
     spawn = slot._spawn
 
@@ -684,13 +684,22 @@ def test_a_grade_started_ahead_starts_its_task_worker_once_on_a_thread_of_its_ow
         return spawn(*args, **kwargs)
 
     monkeypatch.setattr(slot, "_spawn", recorded)
-    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, start_ahead=True))
-    r = _grade(service, "started_ahead", HONEST)
-    assert r.status is Status.CORRECT, r.reason
-    # one worker serves the task's expert and reference (`task_workers`, on by default): one start ahead
-    assert started == [("task", True, "slot0-ahead0")], started
-    roles = list(slot.live.values())  # this module grades one task: its one kept worker, and no second
-    assert roles.count("task") == 1 and "expert" not in roles and "reference" not in roles, slot.live
+    for ahead in (True, False):  # the service's default first
+        if not ahead:
+            monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, start_ahead=False))
+        slot.drop_expert(key)
+        slot.drop_reference(key)
+        started.clear()
+        r = _grade(service, f"started_ahead_{ahead}", HONEST)
+        assert r.status is Status.CORRECT, r.reason
+        # one worker serves the task's expert and reference (`task_workers`, on by default): one start, ahead or not
+        assert len(started) == 1 and started[0][0] == "task", started
+        if ahead:
+            assert started[0][1:] == (True, "slot0-ahead0"), started
+        else:
+            assert not started[0][1] and not started[0][2].startswith("slot0-ahead"), started
+        roles = list(slot.live.values())  # this module grades one task: its one kept worker, and no second
+        assert roles.count("task") == 1 and "expert" not in roles and "reference" not in roles, slot.live
 
 
 def test_an_attempts_first_call_that_raises_is_charged_to_its_compile_phase_as_its_part_is(service):
