@@ -695,6 +695,9 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float, bool]:
             if not compiling:
                 _note_parts(g, "check call" + first, reply)
                 g.gpu_lock.note(f"check call{first}: its device time", float(reply.get("ms") or 0.0) / 1e3)
+                if reply.get("stalled"):  # let through before it said it was queued: its window held its launch too
+                    g.gpu_lock.note(f"check call{first}: let through stalled, its window",
+                                    float(reply.get("window_ms") or 0.0) / 1e3)
             check_ms = float(reply.get("ms") or 0.0)
             check_min_ms = min(check_min_ms, check_ms)
             if not compiling and not reply.get("stalled"):
