@@ -1,0 +1,179 @@
+"""Which launches wait for the device behind a closed launch gate: one table, each case in a fresh process.
+
+    python bench/gate_stall_probe.py [--patience-s 2.0] [--cases alloc_new,triton_new] [--loading lazy,eager]
+
+A gated call's launch runs behind its worker's closed gate (`grader.timing.StreamGate`, a `cuStreamWaitValue32` on the
+stream the candidate launches on). A launch that waits for the device there cannot return until the parent opens the
+gate, which it does after `session.CHECK_PATIENCE_S` (a size's first check call) and then holds a window for what is
+left. H100 run 130 (2026-12-07): 233 of 491 sizes' first check calls were let through so (68 ms a window), and 36 of
+698 later ones; the later calls' kernels and memory were there from the first. This probe asks which of a first
+call's usual steps waits: a fresh allocation, a library kernel the process never launched (CUDA's lazy loading may
+synchronise the context to load one), a Triton kernel specialised anew (its compile and load), each against the same
+step done once before, and a synchronising read as the control that must wait. Each case runs once with the driver's
+lazy module loading and once with eager (`CUDA_MODULE_LOADING`).
+
+A case's row: whether its launch returned behind the closed gate within the patience, how long the launch took, and
+how long until its work was done once the gate opened. On the CPU it says it needs CUDA and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+LOADING = ("lazy", "eager")
+MIB = 1 << 20
+CHILD_TIMEOUT_S = 40.0
+"""A case's process past this is reported as never ending, and the next case runs."""
+
+
+try:  # a kernel of this file's own, so Triton can read its source; none where Triton is missing
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _add_one(x_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1, mask=mask)
+except ImportError:
+    _add_one = None
+
+
+def _add(x, block: int) -> None:
+    """`x += 1` by the Triton kernel specialised on `block` (compiled and loaded at its first launch)."""
+    _add_one[((x.numel() + block - 1) // block,)](x, x.numel(), BLOCK=block)
+
+
+def _cases(torch) -> dict:
+    """name -> (setup, launch): `setup` runs with the gate open and the device synchronised after it; `launch` runs
+    on a thread of its own behind the closed gate, as a candidate's call does."""
+    dev = "cuda"
+    state: dict = {}
+
+    def alloc_new_setup():
+        torch.cuda.empty_cache()
+
+    def alloc_cached_setup():
+        del_me = torch.empty(256 * MIB, dtype=torch.uint8, device=dev)
+        del del_me
+
+    def alloc():
+        state["keep"] = torch.empty(256 * MIB, dtype=torch.uint8, device=dev)
+
+    def x_setup(used: bool):
+        def setup():
+            state["x"] = torch.randn(MIB, device=dev)
+            if used:
+                torch.cumsum(state["x"], 0)
+        return setup
+
+    def triton_setup(used: bool):
+        def setup():
+            state["x"] = torch.zeros(MIB, device=dev)
+            _add(state["x"], 256)
+            if used:
+                _add(state["x"], 512)
+        return setup
+
+    return {
+        "alloc_new": (alloc_new_setup, alloc),
+        "alloc_cached": (alloc_cached_setup, alloc),
+        "torch_kernel_new": (x_setup(False), lambda: torch.cumsum(state["x"], 0)),
+        "torch_kernel_used": (x_setup(True), lambda: torch.cumsum(state["x"], 0)),
+        "triton_new": (triton_setup(False), lambda: _add(state["x"], 512)),
+        "triton_used": (triton_setup(True), lambda: _add(state["x"], 512)),
+        "sync_read": (x_setup(False), lambda: float(state["x"].sum())),
+    }
+
+
+def probe(case: str, patience_s: float) -> dict:
+    """One case in this process: gate armed on the current stream (as a worker's clock does), `setup` untimed, then
+    `launch` behind the closed gate; the gate opens once it returned or the patience ran out."""
+    import torch
+
+    from grader import wire
+    from grader.timing import StreamGate
+
+    word = wire.GateWord()
+    gate = StreamGate(torch.cuda.current_stream().cuda_stream)
+    armed = gate.arm(os.dup(word.fd))
+    if armed != "on":
+        return {"case": case, "error": f"the gate is {armed}"}
+    setup, launch = _cases(torch)[case]
+    setup()
+    torch.cuda.synchronize()
+    returned, failed = threading.Event(), []
+
+    def run():
+        try:
+            launch()
+        except BaseException as e:  # reported in the row
+            failed.append(f"{type(e).__name__}: {e}"[:200])
+        returned.set()
+
+    gate.close()
+    t0 = time.perf_counter()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    behind = returned.wait(patience_s)
+    t_launch = time.perf_counter()
+    word.open()
+    returned.wait()
+    t_returned = time.perf_counter()
+    torch.cuda.synchronize()
+    t_done = time.perf_counter()
+    thread.join()
+    return {"case": case, "returned_behind_gate": behind, "launch_ms": round((t_returned - t0) * 1e3, 2),
+            "after_open_ms": round((t_done - t_launch) * 1e3, 2), "error": failed[0] if failed else ""}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--patience-s", type=float, default=2.0)
+    ap.add_argument("--cases", default="", help="comma-separated; default: every case")
+    ap.add_argument("--loading", default=",".join(LOADING))
+    ap.add_argument("--one", default="", help=argparse.SUPPRESS)  # a child's case
+    args = ap.parse_args(argv)
+    if args.one:
+        print(json.dumps(probe(args.one, args.patience_s)), flush=True)
+        return 0
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is None or not torch.cuda.is_available():
+        print("gate_stall_probe: needs a CUDA device (the launch gate is a CUDA stream wait); nothing probed")
+        return 0
+    names = [c for c in args.cases.split(",") if c] or list(_cases(torch))
+    unknown = sorted(set(names) - set(_cases(torch)))
+    if unknown:
+        ap.error(f"unknown case(s) {unknown}; known: {', '.join(_cases(torch))}")
+    print("case\tloading\treturned behind the closed gate\tlaunch ms\tdone after the opening ms\terror")
+    for loading in [m for m in args.loading.split(",") if m]:
+        for name in names:
+            env = {**os.environ, "CUDA_MODULE_LOADING": loading.upper()}
+            try:
+                out = subprocess.run([sys.executable, __file__, "--one", name, "--patience-s", str(args.patience_s)],
+                                     env=env, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S + args.patience_s)
+            except subprocess.TimeoutExpired:
+                row = {"error": f"no answer in {CHILD_TIMEOUT_S + args.patience_s:.0f} s (its work never ended)"}
+            else:
+                lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+                row = json.loads(lines[-1]) if lines else \
+                    {"error": f"rc {out.returncode}: {out.stderr.strip()[-200:]}"}
+            print(f"{name}\t{loading}\t{row.get('returned_behind_gate', '-')}\t{row.get('launch_ms', '-')}\t"
+                  f"{row.get('after_open_ms', '-')}\t{row.get('error', '')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
