@@ -12,8 +12,10 @@ synchronise the context to load one), a Triton kernel specialised anew (its comp
 step done once before, and a synchronising read as the control that must wait. Each case runs once with the driver's
 lazy module loading and once with eager (`CUDA_MODULE_LOADING`).
 
-A case's row: whether its launch returned behind the closed gate within the patience, how long the launch took, and
-how long until its work was done once the gate opened. On the CPU it says it needs CUDA and exits 0.
+A case's row: whether its launch returned behind the closed gate within the patience, how long the launch took, how
+long until its work was done once the gate opened, and, for a launch still blocked at the patience, its thread's CPU
+time over the wait as a share of it (a wait that spins reads near 1, one that sleeps near 0: whether the worker could
+tell a launch waiting for the device from one compiling). On the CPU it says it needs CUDA and exits 0.
 """
 from __future__ import annotations
 
@@ -124,8 +126,11 @@ def probe(case: str, patience_s: float) -> dict:
     t0 = time.perf_counter()
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
+    clock = time.pthread_getcpuclockid(thread.ident)
     behind = returned.wait(patience_s)
     t_launch = time.perf_counter()
+    # the launching thread's CPU time over the wait: a launch blocked on the device spins (near 1) or sleeps (near 0)
+    cpu_share = time.clock_gettime(clock) / max(t_launch - t0, 1e-9) if not returned.is_set() else None
     word.open()
     returned.wait()
     t_returned = time.perf_counter()
@@ -133,7 +138,9 @@ def probe(case: str, patience_s: float) -> dict:
     t_done = time.perf_counter()
     thread.join()
     return {"case": case, "returned_behind_gate": behind, "launch_ms": round((t_returned - t0) * 1e3, 2),
-            "after_open_ms": round((t_done - t_launch) * 1e3, 2), "error": failed[0] if failed else ""}
+            "after_open_ms": round((t_done - t_launch) * 1e3, 2),
+            "blocked_cpu_share": None if cpu_share is None else round(cpu_share, 3),
+            "error": failed[0] if failed else ""}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(names) - set(_cases(torch)))
     if unknown:
         ap.error(f"unknown case(s) {unknown}; known: {', '.join(_cases(torch))}")
-    print("case\tloading\treturned behind the closed gate\tlaunch ms\tdone after the opening ms\terror")
+    print("case\tloading\treturned behind the closed gate\tlaunch ms\tdone after the opening ms\t"
+          "launching thread's CPU share while blocked\terror")
     for loading in [m for m in args.loading.split(",") if m]:
         for name in names:
             env = {**os.environ, "CUDA_MODULE_LOADING": loading.upper()}
@@ -171,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                 row = json.loads(lines[-1]) if lines else \
                     {"error": f"rc {out.returncode}: {out.stderr.strip()[-200:]}"}
             print(f"{name}\t{loading}\t{row.get('returned_behind_gate', '-')}\t{row.get('launch_ms', '-')}\t"
-                  f"{row.get('after_open_ms', '-')}\t{row.get('error', '')}", flush=True)
+                  f"{row.get('after_open_ms', '-')}\t{row.get('blocked_cpu_share', '-')}\t{row.get('error', '')}",
+                  flush=True)
     return 0
 
 
