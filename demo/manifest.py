@@ -38,7 +38,7 @@ TRAJECTORIES: list[tuple[str, str, list[tuple[str, str]]]] = [
     ("osprey", "row_max_fp32", [("null_deref", CRASH), ("wrong_axis", W), ("halving_torch", CS),
                                 ("multirow_triton", CF)]),
     ("kestrel", "col_mean_fp32", [("divide_by_n", W), ("one_col_per_program", CS), ("col_block_triton", CF)]),
-    ("wren", "col_mean_fp32", [("index_past_end", RE), ("matvec_torch", CS),
+    ("wren", "col_mean_fp32", [("index_past_end", RE), ("matvec_torch", "cheat:17-library-op"),
                                ("assume_centred", "cheat:4-input-statistics"),
                                ("library_mean", "cheat:17-library-op")]),
     ("kestrel", "softmax_rows_fp32", [("runtime_arange", CE), ("pad_zero", W), ("row_triton", CF)]),
