@@ -6,10 +6,10 @@ A gated call's launch runs behind its worker's closed gate (`grader.timing.Strea
 stream the candidate launches on). A launch that waits for the device there cannot return until the parent opens the
 gate, which it does after `session.CHECK_PATIENCE_S` (a size's first check call) and then holds a window for what is
 left. H100 run 130 (2026-12-07): 233 of 491 sizes' first check calls were let through so (68 ms a window), and 36 of
-698 later ones; the later calls' kernels and memory were there from the first. This probe asks which of a first
-call's usual steps waits: a fresh allocation, a library kernel the process never launched (CUDA's lazy loading may
-synchronise the context to load one), a Triton kernel specialised anew (its compile and load), each against the same
-step done once before, and a synchronising read as the control that must wait. Each case runs once with the driver's
+698 later ones. This probe asks which of a first call's usual steps waits: a fresh allocation, a library kernel the
+process never launched (CUDA's lazy loading may synchronise the context to load one), a Triton kernel specialised anew
+(its compile and load), each against the same step done once before, and a synchronising read as the control that
+must wait. Each case runs once with the driver's
 lazy module loading and once with eager (`CUDA_MODULE_LOADING`).
 
 A case's row: whether its launch returned behind the closed gate within the patience, how long the launch took, how
