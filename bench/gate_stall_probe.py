@@ -165,10 +165,11 @@ def main(argv: list[str] | None = None) -> int:
     if torch is None or not torch.cuda.is_available():
         print("gate_stall_probe: needs a CUDA device (the launch gate is a CUDA stream wait); nothing probed")
         return 0
-    names = [c for c in args.cases.split(",") if c] or list(_cases(torch))
-    unknown = sorted(set(names) - set(_cases(torch)))
+    known = list(_cases(torch))
+    names = [c for c in args.cases.split(",") if c] or known
+    unknown = sorted(set(names) - set(known))
     if unknown:
-        ap.error(f"unknown case(s) {unknown}; known: {', '.join(_cases(torch))}")
+        ap.error(f"unknown case(s) {unknown}; known: {', '.join(known)}")
     print("case\tloading\treturned behind the closed gate\tlaunch ms\tdone after the opening ms\t"
           "launching thread's CPU share while blocked\terror")
     for loading in [m for m in args.loading.split(",") if m]:
