@@ -6,16 +6,24 @@ A gated call's launch runs behind its worker's closed gate (`grader.timing.Strea
 stream the candidate launches on). A launch that waits for the device there cannot return until the parent opens the
 gate, which it does after `session.CHECK_PATIENCE_S` (a size's first check call) and then holds a window for what is
 left. H100 run 130 (2026-12-07): 233 of 491 sizes' first check calls were let through so (68 ms a window), and 36 of
-698 later ones. This probe asks which of a first call's usual steps waits: a fresh allocation, a library kernel the
-process never launched (CUDA's lazy loading may synchronise the context to load one), a Triton kernel specialised anew
-(its compile and load), each against the same step done once before, and a synchronising read as the control that
-must wait. Each case runs once with the driver's
-lazy module loading and once with eager (`CUDA_MODULE_LOADING`).
+698 later ones. This probe asks which of a first call's usual steps waits: a fresh allocation, a kernel built into
+torch's library that the process never launched (CUDA's lazy loading may synchronise the context to load one), a kernel
+torch JIT-compiles at its first call (erfcx, through NVRTC), a Triton kernel specialised anew (its compile and load),
+each against the same step done once before, and a synchronising read as the control that must wait. Each case runs
+once with the driver's lazy module loading and once with eager (`CUDA_MODULE_LOADING`).
 
 A case's row: whether its launch returned behind the closed gate within the patience, how long the launch took, how
 long until its work was done once the gate opened, and, for a launch still blocked at the patience, its thread's CPU
 time over the wait as a share of it (a wait that spins reads near 1, one that sleeps near 0: whether the worker could
-tell a launch waiting for the device from one compiling). On the CPU it says it needs CUDA and exits 0.
+tell a launch waiting for the device from one compiling).
+
+H100 run 131 (2026-12-07, `docs/measurements/2026-12-07-h100-run131/`, the first version, whose torch case was the JIT
+one): fresh and cached allocations returned behind the gate (1.1 and 0.5 ms); a new Triton specialisation and the
+JIT-compiled kernel did not, with lazy loading or eager (blocked until the opening, then done in 0.5-0.7 ms; lazy, the
+JIT kernel's first call took 4.7 s more after it); kernels launched before returned at once. A blocked launch's thread
+spun (CPU share 0.99-1.0), as the synchronising read's did: the CPU share cannot tell it from a compile. So a size's
+first call stalls where its process loads a module for the first time, which a Triton kernel specialised on the size
+always does; no allocation does. On the CPU it says it needs CUDA and exits 0.
 """
 from __future__ import annotations
 
@@ -70,15 +78,18 @@ def _cases(torch) -> dict:
     def alloc():
         state["keep"] = torch.empty(256 * MIB, dtype=torch.uint8, device=dev)
 
-    def x_setup(used: bool):  # the output is allocated here: the launch below allocates nothing
+    def x_setup(kernel=None):  # the output is allocated here: the launch below allocates nothing; `kernel` run once
         def setup():
             state["x"], state["y"] = torch.randn(MIB, device=dev), torch.empty(MIB, device=dev)
-            if used:
+            if kernel is not None:
                 kernel()
         return setup
 
-    def kernel():  # a pointwise kernel nothing else here launches, so its first launch loads it
+    def jit_kernel():  # torch JIT-compiles erfcx at its first call (NVRTC, its "jiterator") and loads the module
         torch.special.erfcx(state["x"], out=state["y"])
+
+    def library_kernel():  # a kernel built into torch's library that nothing else here launches: lazily loaded
+        torch.tanh(state["x"], out=state["y"])
 
     def triton_setup(used: bool):
         def setup():
@@ -91,11 +102,13 @@ def _cases(torch) -> dict:
     return {
         "alloc_new": (alloc_new_setup, alloc),
         "alloc_cached": (alloc_cached_setup, alloc),
-        "torch_kernel_new": (x_setup(False), kernel),
-        "torch_kernel_used": (x_setup(True), kernel),
+        "torch_library_new": (x_setup(), library_kernel),
+        "torch_library_used": (x_setup(library_kernel), library_kernel),
+        "torch_jit_new": (x_setup(), jit_kernel),
+        "torch_jit_used": (x_setup(jit_kernel), jit_kernel),
         "triton_new": (triton_setup(False), lambda: _add(state["x"], 512)),
         "triton_used": (triton_setup(True), lambda: _add(state["x"], 512)),
-        "sync_read": (x_setup(False), lambda: float(state["x"].sum())),
+        "sync_read": (x_setup(), lambda: float(state["x"].sum())),
     }
 
 
@@ -115,9 +128,10 @@ def probe(case: str, patience_s: float) -> dict:
     setup, launch = _cases(torch)[case]
     setup()
     torch.cuda.synchronize()
-    returned, failed = threading.Event(), []
+    returned, failed, clocks = threading.Event(), [], []
 
     def run():
+        clocks.append(time.pthread_getcpuclockid(threading.get_ident()))  # its own: it may end before anyone asks
         try:
             launch()
         except BaseException as e:  # reported in the row
@@ -128,12 +142,11 @@ def probe(case: str, patience_s: float) -> dict:
     t0 = time.perf_counter()
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    clock = time.pthread_getcpuclockid(thread.ident)
     behind = returned.wait(patience_s)
     t_launch = time.perf_counter()
     # the launching thread's CPU time over the wait: a launch blocked on the device spins (near 1) or sleeps (near 0)
     try:
-        cpu_share = None if returned.is_set() else time.clock_gettime(clock) / max(t_launch - t0, 1e-9)
+        cpu_share = None if returned.is_set() else time.clock_gettime(clocks[0]) / max(t_launch - t0, 1e-9)
     except OSError:  # it ended meanwhile
         cpu_share = None
     word.open()
