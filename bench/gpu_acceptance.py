@@ -83,11 +83,12 @@ SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "inte
             "reference_first", "output_arena", "split_window", "slow_loops", "check_windows", "device_first",
             "build_ahead", "fill_behind", "answer_pool", "spare_workers", "paired_windows", "traced_release",
             "stalled_one_pair", "gated_check_calls", "settled_pairs", "memory_watch", "task_workers",
-            "fail_fast_builds", "seed_triton", "slow_checks_warm", "start_ahead")
+            "fail_fast_builds", "seed_triton", "slow_checks_warm", "start_ahead", "gated_reference",
+            "warmup_release", "keep_size_memory")
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
-OPT_IN = ("gated_reference", "host_verify", "keep_size_memory", "warmup_release")
+OPT_IN = ("host_verify",)
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
 SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts", "triton_key_once")

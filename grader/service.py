@@ -73,14 +73,15 @@ class GraderService:
                  answer_budget_bytes: int | None = None, paired_windows: bool = True, traced_release: bool = True,
                  stalled_one_pair: bool = True, keep_tasks: bool | int = False, memory_watch: bool = True,
                  gated_check_calls: bool = True, settled_pairs: bool = True, slow_checks_warm: bool = True,
-                 start_ahead: bool = True, nice_builds: bool = False,
+                 start_ahead: bool = True, gated_reference: bool = True, warmup_release: bool = True,
+                 keep_size_memory: bool = True, nice_builds: bool = False,
                  task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = True,
                  seed_experts: bool = False, triton_key_once: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
         `traced_release`, `stalled_one_pair`, `gated_check_calls`, `settled_pairs`, `slow_checks_warm`,
-        `start_ahead` (`Effort`),
+        `start_ahead`, `gated_reference`, `warmup_release`, `keep_size_memory` (`Effort`),
         `answer_pool`
         (reference answers kept across attempts: `grader.answers`; `answer_budget_bytes` the bytes they may hold,
         None for the device's `budget_for`),
@@ -149,7 +150,9 @@ class GraderService:
                                           fill_behind=fill_behind, paired_windows=paired_windows,
                                           traced_release=traced_release, stalled_one_pair=stalled_one_pair,
                                           gated_check_calls=gated_check_calls, settled_pairs=settled_pairs,
-                                          slow_checks_warm=slow_checks_warm, start_ahead=start_ahead)
+                                          slow_checks_warm=slow_checks_warm, start_ahead=start_ahead,
+                                          gated_reference=gated_reference, warmup_release=warmup_release,
+                                          keep_size_memory=keep_size_memory)
         from grader.answers import AnswerPool, budget_for
 
         # kept across the attempts this service grades, in page-locked host memory on a GPU host

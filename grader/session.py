@@ -136,12 +136,12 @@ class Effort:
     ABBA). Needs `split_window` and `fill_behind` (bench/gpu_acceptance.py --without paired_windows). H200 run 69
     measured it with ABBA pairs, run 70 without it; H200 runs 71 and 72 the candidate-first pair with and without it:
     throughput the same (1,916 against 2,006 per GPU-hour over every round), the repeats' p95 0.0185 against 0.0259."""
-    gated_reference: bool = False
+    gated_reference: bool = True
     """The reference's answers at a size after its first go through its worker's launch gate, so their check window
     holds the answer's device work alone, not the worker's host work; a reference written here only (`SealedTask.ours`,
     since 0.21.3: `session._gates_answer`). H200 run 66: 95 ms a computed answer's hold, 54 of them the worker's own.
-    Off until a GPU run has measured it against its absence on one card (the acceptance's `--with gated_reference`;
-    H100 run 74 ran it with no baseline: a gated answer's whole request took 96.6 ms, an ungated one 47.8 ms)."""
+    On since grader 0.23.0, with `warmup_release` and `keep_size_memory` (H100 runs 132 and 133,
+    `contract.GRADER_VERSION`); `--without gated_reference`."""
     host_verify: bool = False
     """A verification compares on the host (`session._verify`): the candidate's output, the reference's answer and a
     kept answer are read out of their page-locked arenas into this process's memory, not copied onto the device, and
@@ -184,7 +184,7 @@ class Effort:
     run there beside the twin either way; a change it finds floors the attempt, whose pairs then count for nothing.
     On since grader 0.20.0 with `gated_check_calls` (H100 runs 102 and 103, there) (bench/gpu_acceptance.py
     --without settled_pairs)."""
-    keep_size_memory: bool = False
+    keep_size_memory: bool = True
     """A kept worker (a task's expert or reference) moving to another size keeps its cached device memory while the
     device has room (`KEEP_MEMORY_BELOW`, one NVML reading as it moves: `_room_to_keep`), so that the blocks of the
     sizes it worked at before serve its next answers at them; with less room it gives them back as before (`_trim`).
@@ -193,16 +193,17 @@ class Effort:
     and such answers held check windows and loop draws 33.4 holder-seconds, 13.7 s of the device windows' wait on
     draws (21%); its 2,032 trims took 77.8 s of slot time in no window. Each kept worker then holds the blocks of
     every size of its task, and a dozen slots' workers doing so ran an H200 out of memory (runs 65 and 66), which is
-    what the threshold is for. Off: H100 run 107 (ABAB, 96 demo attempts) graded 2,544 and 2,772 per GPU-hour with it
+    what the threshold is for. H100 run 107 (ABAB, 96 demo attempts) graded 2,544 and 2,772 per GPU-hour with it
     against 2,652 and 2,748 without; the device read under the threshold for 26-29 of a run's ~240 moves, so a
-    reference's answer at a new size kept its cost (65-75 ms a round trip either way)
-    (bench/gpu_acceptance.py --with keep_size_memory)."""
-    warmup_release: bool = False
+    reference's answer at a new size kept its cost (65-75 ms a round trip either way). On since grader 0.23.0, with
+    `gated_reference` and `warmup_release` (H100 runs 132 and 133, `contract.GRADER_VERSION`);
+    `--without keep_size_memory`."""
+    warmup_release: bool = True
     """A warm-up pair's calls hold their draw windows only up to their workers' "released" (the call over, the device
     synchronised again), as `traced_release`'s traced call does: the observation's record of the call and the
     interpreter's check run in no window. H200 run 123: warm-up calls held draws 36.8 of their 188 holder-seconds,
-    14.3 ms each, and device windows waited 11.6 s on them. Off until a GPU run has measured it (bench/gpu_acceptance.py
-    --with warmup_release)."""
+    14.3 ms each, and device windows waited 11.6 s on them. On since grader 0.23.0, with `gated_reference` and
+    `keep_size_memory` (H100 runs 132 and 133, `contract.GRADER_VERSION`); `--without warmup_release`."""
     traced_release: bool = True
     """A size's traced call holds its draw window only up to its worker's "released" (the call over, the device
     synchronised again: `WorkerConn.request(released=...)`), not up to its reply: the device's session closes (its

@@ -1463,7 +1463,8 @@ def test_a_kept_worker_keeps_its_memory_at_a_new_size_only_while_the_device_has_
     nvml.memory = None  # the reading fails
     assert _room_to_keep(grade) is False
     nvml.memory = (total, total - 10 * gib, {})
-    assert _room_to_keep(S(effort=Effort(), watch=watch)) is False  # off by default
+    assert _room_to_keep(S(effort=Effort(), watch=watch)) is True  # on by default since grader 0.23.0
+    assert _room_to_keep(S(effort=dataclasses.replace(on, keep_size_memory=False), watch=watch)) is False  # off
     assert _room_to_keep(S(effort=on, watch=None)) is False  # no NVML
     watch.close()
 
@@ -1573,4 +1574,6 @@ def test_only_a_reference_written_here_answers_through_its_gate():
                         (SealedTask(dataclasses.replace(card, reference=card.reference + "\n"), "cuda"), False)):
         g = SimpleNamespace(effort=Effort(gated_reference=True), cuda=True, task=task)
         assert _gates_answer(g, conn, size) is gated, task.card.task_id
-        assert not _gates_answer(SimpleNamespace(effort=Effort(), cuda=True, task=task), conn, size)  # off
+        assert _gates_answer(SimpleNamespace(effort=Effort(), cuda=True, task=task), conn, size) is gated  # default
+        assert not _gates_answer(SimpleNamespace(effort=Effort(gated_reference=False), cuda=True, task=task), conn,
+                                 size)  # off

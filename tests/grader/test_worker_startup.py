@@ -884,7 +884,8 @@ def test_warm_up_calls_released_before_their_checks_still_grade_and_judge(servic
 
     monkeypatch.setattr(WorkerConn, "request", request)
     tuned = dict(warmup_pairs=1, min_reps=2, max_reps=2, traced_release=False)
-    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, warmup_release=True, **tuned))
+    assert service.effort.warmup_release  # the service's default since grader 0.23.0
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, **tuned))
     r = _grade(service, "warmup_release", HONEST)
     assert r.status is Status.CORRECT and r.sizes, r.reason
     pairs = sum(s.loop["warmup_pairs"] for s in r.sizes)
