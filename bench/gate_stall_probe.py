@@ -23,7 +23,9 @@ JIT-compiled kernel did not, with lazy loading or eager (blocked until the openi
 JIT kernel's first call took 4.7 s more after it); kernels launched before returned at once. A blocked launch's thread
 spun (CPU share 0.99-1.0), as the synchronising read's did: the CPU share cannot tell it from a compile. So a size's
 first call stalls where its process loads a module for the first time, which a Triton kernel specialised on the size
-always does; no allocation does. On the CPU it says it needs CUDA and exits 0.
+always does; no allocation does. H100 run 134 ran this version: a kernel of torch's own library waits as well with
+lazy loading (torch's default), and returns behind the gate with eager loading. On the CPU it says it needs CUDA and
+exits 0.
 """
 from __future__ import annotations
 
