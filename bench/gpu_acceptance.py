@@ -682,8 +682,9 @@ def main(argv: list[str] | None = None) -> int:
         purposes = lock.get("purposes", {})
         summary += "".join(f"\n{line}" for line in round_start_lines(clock["rounds"], purposes))
         if clock["rounds"]:
-            summary += "".join(f"\n{line}" for line in outcome_lines(results[:clock["rounds"][0]["grades"]],
-                                                                    args.workers, clock["round1_s"]))
+            round1 = results[:clock["rounds"][0]["grades"]]
+            summary += "".join(f"\n{line}" for line in outcome_lines(round1, args.workers, clock["round1_s"]))
+            summary += "".join(f"\n{line}" for line in [bound_line(round1, args.workers)] if line)
         apart = ("grade: ", "worker start, ", "worker end, ")  # each a table of its own
         tables = (  # holder-seconds: check work's holds overlap, so they add up past the wall clock
             purpose_lines("check work's holds by use, and their parts (`purpose: part`, timed on the parent's or the "
@@ -999,6 +1000,28 @@ def outcome_lines(round1: list[GradeResult], workers: int, round1_s: float | Non
         out.append(f"  {kind}\t{len(rs)}\t{spent[kind]:.1f}\t{spent[kind] / total:.0%}\t{med[0]:.1f}\t"
                    + " / ".join(f"{m:.1f}" for m in med[1:]))
     return out
+
+
+GOAL_PER_GPU_HOUR = 3600
+"""Issue #16's rate for round 1."""
+
+
+def bound_line(round1: list[GradeResult], workers: int) -> str:
+    """What round 1's own grades allow, whatever order the slots take them in: the round lasts at least its longest
+    grade (a hang waits out its request's whole budget in its slot) and at least its slot-seconds over the slots, so
+    its rate is at most the attempts over the larger of the two; and what `GOAL_PER_GPU_HOUR` would need of the same
+    attempts. '' without grades."""
+    totals = [r.phase_seconds.get("total", 0.0) for r in round1]
+    if not totals or workers < 1 or max(totals) <= 0:
+        return ""
+    n, longest, spent = len(totals), max(totals), sum(totals)
+    worst = round1[totals.index(longest)]
+    floor_s = max(longest, spent / workers)
+    goal_s = 3600 * n / GOAL_PER_GPU_HOUR
+    return (f"  round 1's bound	its longest grade {longest:.1f} s ({outcome_kind(worst)}), its {spent:.0f} "
+            f"slot-seconds over {workers} slots {spent / workers:.1f} s: at most {3600 * n / floor_s:.0f} per GPU-hour "
+            f"in any order; {GOAL_PER_GPU_HOUR} needs the {n} within {goal_s:.0f} s, no grade longer and "
+            f"{workers * goal_s:.0f} slot-seconds at most")
 
 
 def throughput_lines(clock: dict, service_s: float, n: int, workers: int,

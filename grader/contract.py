@@ -41,7 +41,8 @@ at a size queue behind its worker's launch gate, a warm-up call holds its draw w
 kept worker keeps its cached memory across sizes while the device has room. On one H100 (H100 run 132, an ABAB of
 round 1 cut off at 34-40 attempts) round 1 graded 2,290 and 2,410 per GPU-hour with the three against 2,097 and 2,305
 without; the acceptance with them (H100 run 133) held every figure (12/12 cheats in 3 of 3 grades, 87/87 escapes,
-0/48 honest floored, self-reward -0.0028 / 0.0109, repeats 0.0057 / 0.0228)."""
+0/48 honest floored, self-reward -0.0028 / 0.0109, repeats 0.0057 / 0.0228), and so did the acceptance of the defaults
+(H100 run 134), grading every round at 4,149 per GPU-hour against run 130's 3,585 and round 1 at 2,590 against 2,568."""
 
 REWARD_FLOOR = -24.0
 """Reward of every attempt that is not a correct, unflagged kernel."""

@@ -448,3 +448,19 @@ def test_round_1s_slot_time_is_split_by_what_the_grades_came_to():
     clipped = next(r for r in rows if outcome_kind(r) == "correct, at the clip")
     assert clipped.status is Status.CORRECT and clipped.reward == -6.0
     assert outcome_lines([], 6, None) == []
+
+
+def test_round_1s_bound_is_its_longest_grade_or_its_slot_seconds_over_the_slots():
+    """H100 run 134's round 1 (60 grades, 6 slots, 83 s): its 476 slot-seconds over 6 slots (79.4 s) bound it more
+    than its hang (60.2 s); with one slot the slot-seconds bound alone, and with 60 slots the hang alone, which no
+    order of the other grades can bring under 60 s: 3,600 per GPU-hour needs all 60 within 60 s."""
+    from bench.gpu_acceptance import bound_line
+
+    rows = [GradeResult.from_json(line)
+            for line in jsonl_lines(RUNS / "2026-12-07-h100-run134" / "acc" / "grades.jsonl")][:60]
+    assert bound_line(rows, 6) == ("  round 1's bound\tits longest grade 60.2 s (timeout), its 476 slot-seconds over 6 "
+                                   "slots 79.4 s: at most 2721 per GPU-hour in any order; 3600 needs the 60 within 60 "
+                                   "s, no grade longer and 360 slot-seconds at most")
+    assert "at most 454 per GPU-hour" in bound_line(rows, 1)
+    assert "over 60 slots 7.9 s: at most 3588 per GPU-hour" in bound_line(rows, 60)
+    assert bound_line([], 6) == ""
