@@ -628,6 +628,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="a size's timing budget (`Effort.size_budget_s`, the device's default otherwise): its loop's "
                          "windows may hold the device this long, and its wall clock is capped at three times it. "
                          "Runs 69 and 70 stopped 139 of 338 and 246 of 405 sizes on it, wider than the target")
+    ap.add_argument("--effort", default="",
+                    help="comma-separated field=value for the numeric fields of `grader.session.Effort` not named by "
+                         "an option above (`clip_reps=3,verify_timed=2`), each set for this run only: "
+                         "bench/slot_sweep.py's `@field=value`")
     ap.add_argument("--answer-budget-gib", type=float, default=None,
                     help="page-locked host memory the kept reference answers may hold (grader.answers; the device's "
                          "default otherwise): bench/answer_reuse.py replays run 66 at 349 kept with 12 GiB, 956 with "
@@ -726,6 +730,11 @@ def main(argv: list[str] | None = None) -> int:
     tuned = {k: v for k, v in (("min_reps", args.min_reps), ("target_log2_halfwidth", args.target_halfwidth),
                                ("size_budget_s", args.size_budget_s), ("warmup_pairs", args.warmup_pairs))
              if v is not None}
+    try:
+        fields = effort_fields(args.effort)
+    except ValueError as e:
+        ap.error(f"--effort: {e}")
+    tuned.update(fields)
     if tuned or opted:
         import dataclasses
 
@@ -742,7 +751,7 @@ def main(argv: list[str] | None = None) -> int:
                        **dict(switches, build_ahead=None if switches["build_ahead"] else 0), **served) as svc:
         env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
                    target_log2_halfwidth=svc.effort.target_log2_halfwidth, size_budget_s=svc.effort.size_budget_s,
-                   warmup_pairs=svc.effort.warmup_pairs,
+                   warmup_pairs=svc.effort.warmup_pairs, effort_set={k: getattr(svc.effort, k) for k in fields},
                    answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,
                    kept_tasks=svc.kept_tasks, triton_seed=svc.triton_seed,
                    triton_key_ms=[slot.triton_key_ms for slot in svc.slots],
@@ -752,7 +761,8 @@ def main(argv: list[str] | None = None) -> int:
         say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}; "
             f"min_reps {svc.effort.min_reps}, target half-width {svc.effort.target_log2_halfwidth}, size budget "
-            f"{svc.effort.size_budget_s} s, warm-up pairs {svc.effort.warmup_pairs}; switched on: "
+            f"{svc.effort.size_budget_s} s, warm-up pairs {svc.effort.warmup_pairs}"
+            + "".join(f", {k} {getattr(svc.effort, k)}" for k in fields) + "; switched on: "
             f"{', '.join([p for p in OPT_IN if getattr(svc.effort, p)] + sorted(served)) or 'nothing'}\n"
             f"# {profile_line(env['host'])}"
             + (f"\n# Triton's module built for the workers (grader.tritonseed): {json.dumps(svc.triton_seed)}"
@@ -999,6 +1009,29 @@ def outcome_lines(round1: list[GradeResult], workers: int, round1_s: float | Non
         med = [statistics.median(r.phase_seconds.get(p, 0.0) for r in rs) for p in ("total",) + OUTCOME_PHASES]
         out.append(f"  {kind}\t{len(rs)}\t{spent[kind]:.1f}\t{spent[kind] / total:.0%}\t{med[0]:.1f}\t"
                    + " / ".join(f"{m:.1f}" for m in med[1:]))
+    return out
+
+
+def effort_fields(text: str) -> dict[str, int | float]:
+    """`clip_reps=3,verify_timed=2` -> {"clip_reps": 3, "verify_timed": 2}: values for `Effort`'s numeric fields, each
+    of its field's type; a `ValueError` naming what is not one (a part, a switch, is `--with` or `--without`)."""
+    import dataclasses
+
+    from grader.session import Effort
+
+    numeric = {f.name: f.type for f in dataclasses.fields(Effort) if f.type in ("int", "float", int, float)}
+    out: dict[str, int | float] = {}
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        name, _, value = item.partition("=")
+        if name not in numeric:
+            raise ValueError(f"{name!r} is no numeric field of Effort; these are: {', '.join(sorted(numeric))}")
+        whole = numeric[name] in ("int", int)
+        try:
+            out[name] = int(value) if whole else float(value)
+        except ValueError:
+            raise ValueError(f"{item!r}: {value!r} is not {'an int' if whole else 'a float'}") from None
+        if out[name] < 0:
+            raise ValueError(f"{item!r}: a field's value is never negative")
     return out
 
 

@@ -8,7 +8,8 @@ Each run is `bench/gpu_acceptance.py --groups cuda_l1,demo --fresh-sample 0 --wo
 process of its own (a fresh service, an empty extension cache), stopped at `--run-s`. A run is `N` (slots) or
 `NxD` (slots, demo attempts: `6x96` grades 96 of the demo corpus beside the CUDA-L1 sample, more attempts a task),
 either followed by `+part` for each part the run switches on (`6+host_verify`: the acceptance's `--with`) or
-`-part` for each it switches off (`8-task_workers`: its `--without`), and
+`-part` for each it switches off (`8-task_workers`: its `--without`) or `@field=value` for each `Effort` field it sets
+(`6@clip_reps=3@verify_timed=2`: its `--effort`), and
 last by `:R/H` for a timing effort other than the device's default (`6:10/0.015`: at least 10 timed pairs a size,
 stopping once the interval is within 0.015 either side; the acceptance's `--min-reps` and `--target-halfwidth`;
 `6:10/0.015/1` with one warm-up pair a size, its `--warmup-pairs`).
@@ -52,20 +53,23 @@ KEPT_ROLES = ("expert", "reference", "task")
 
 
 def parse_runs(text: str, demo: int) -> list[tuple[int, int, tuple[str, ...], tuple | None]]:
-    """`12,8x96,6+host_verify,6-task_workers,6:10/0.015,6:10/0.015/1` -> [(12, demo, (), None), (8, 96, (), None),
-    (6, demo, ("host_verify",), None), (6, demo, ("-task_workers",), None), (6, demo, (), (10, 0.015)), (6, demo, (),
-    (10, 0.015, 1))]: slots, demo attempts, the parts switched on (`+part`: the acceptance's `--with`) or off (`-part`,
-    kept as "-part": its `--without`), the timing effort (least pairs, half-width target, and warm-up pairs a size if
-    given; None: the device's default); a clear error for anything else."""
+    """`12,8x96,6+host_verify,6-task_workers,6@clip_reps=3,6:10/0.015,6:10/0.015/1` -> [(12, demo, (), None), (8, 96,
+    (), None), (6, demo, ("host_verify",), None), (6, demo, ("-task_workers",), None), (6, demo, ("@clip_reps=3",),
+    None), (6, demo, (), (10, 0.015)), (6, demo, (), (10, 0.015, 1))]: slots, demo attempts, the parts switched on
+    (`+part`: the acceptance's `--with`) or off (`-part`, kept as "-part": its `--without`) and the `Effort` fields set
+    (`@field=value`, kept so: its `--effort`), the timing effort (least pairs, half-width target, and warm-up pairs a
+    size if given; None: the device's default); a clear error for anything else."""
     runs = []
     for item in (t.strip() for t in text.split(",") if t.strip()):
-        m = re.fullmatch(r"(\d{1,3})(?:x(\d{1,4}))?((?:[+-][a-z_]+)*)(?::(\d{1,3})/(0?\.\d+)(?:/(\d))?)?", item)
+        m = re.fullmatch(r"(\d{1,3})(?:x(\d{1,4}))?((?:[+-][a-z_]+|@[a-z_]+=\d*\.?\d+)*)"
+                         r"(?::(\d{1,3})/(0?\.\d+)(?:/(\d))?)?", item)
         if not m or int(m.group(1)) < 1 or (m.group(4) and int(m.group(4)) < 1):
-            raise ValueError(f"--runs: {item!r} is not N[xD][+part...][-part...][:R/H[/W]] (N slots >= 1, D demo "
-                             "attempts, parts for --with and --without, R least timed pairs >= 1, H the half-width "
-                             "target and W warm-up pairs a size, e.g. 6:10/0.015 or 6:10/0.015/1)")
+            raise ValueError(f"--runs: {item!r} is not N[xD][+part...][-part...][@field=value...][:R/H[/W]] (N slots "
+                             ">= 1, D demo attempts, parts for --with and --without, an `Effort` field's value for "
+                             "--effort, R least timed pairs >= 1, H the half-width target and W warm-up pairs a size, "
+                             "e.g. 6:10/0.015, 6:10/0.015/1 or 6@clip_reps=3)")
         runs.append((int(m.group(1)), int(m.group(2)) if m.group(2) else demo,
-                     tuple(p.lstrip("+") for p in re.findall(r"[+-][a-z_]+", m.group(3))),
+                     tuple(p.lstrip("+") for p in re.findall(r"[+-][a-z_]+|@[a-z_]+=[\d.]+", m.group(3))),
                      ((int(m.group(4)), float(m.group(5))) + ((int(m.group(6)),) if m.group(6) else ()))
                      if m.group(4) else None))
     if not runs:
@@ -141,7 +145,7 @@ def main() -> int:
     with open(args.out / "sweep.log", "w") as log, open(args.out / "summaries.txt", "w") as summaries:
         for slots, demo, parts, effort in runs:
             name = (f"w{slots}" + (f"x{demo}" if demo != args.demo else "")
-                    + "".join(p if p.startswith("-") else f"+{p}" for p in parts)
+                    + "".join(p if p.startswith(("-", "@")) else f"+{p}" for p in parts)
                     + (f":{effort[0]}/{effort[1]:g}" + "".join(f"/{w}" for w in effort[2:]) if effort else ""))
             names[name] += 1
             name += f".{names[name]}" if names[name] > 1 else ""
@@ -150,11 +154,14 @@ def main() -> int:
                    "--workers", str(slots), "--groups", "cuda_l1,demo", "--cuda-l1", str(args.cuda_l1),
                    "--demo", str(demo), "--fresh-sample", "0", "--budget-s", str(args.run_s - 60),
                    "--hard-stop-s", str(args.run_s - 25), "--stall-s", "60", "--device", args.device, *extra]
-            on, off = [p for p in parts if not p.startswith("-")], [p[1:] for p in parts if p.startswith("-")]
+            on = [p for p in parts if not p.startswith(("-", "@"))]
+            off, fields = [p[1:] for p in parts if p.startswith("-")], [p[1:] for p in parts if p.startswith("@")]
             if on:
                 cmd += ["--with", ",".join(on)]
             if off:
                 cmd += ["--without", ",".join(off)]
+            if fields:
+                cmd += ["--effort", ",".join(fields)]
             if effort:
                 cmd += ["--min-reps", str(effort[0]), "--target-halfwidth", str(effort[1]),
                         *(["--warmup-pairs", str(effort[2])] if len(effort) > 2 else [])]

@@ -38,12 +38,12 @@ def test_a_summary_without_a_figure_leaves_it_out_and_the_row_says_so():
 
 def test_runs_are_slots_or_slots_by_demo_attempts_and_anything_else_is_refused():
     assert parse_runs("12, 6,8x96,6+keep_size_memory+host_verify,6x96+keep_tasks:10/0.015,8-task_workers+nice_builds,"
-                      "8:10/0.015/1", 48) == [
+                      "8:10/0.015/1,6-start_ahead@clip_reps=3@give_way_s=0.25:10/0.015", 48) == [
         (12, 48, (), None), (6, 48, (), None), (8, 96, (), None), (6, 48, ("keep_size_memory", "host_verify"), None),
         (6, 96, ("keep_tasks",), (10, 0.015)), (8, 48, ("-task_workers", "nice_builds"), None),
-        (8, 48, (), (10, 0.015, 1))]
+        (8, 48, (), (10, 0.015, 1)), (6, 48, ("-start_ahead", "@clip_reps=3", "@give_way_s=0.25"), (10, 0.015))]
     for bad in ("", "0", "six", "6x", "6y96", "6+", "6-", "6+Start", "6:10", "6:0/0.01", "6:10/", "6:10/1.5x",
-                "6:10/0.015/", "6:10/0.015/x", "6/1"):
+                "6:10/0.015/", "6:10/0.015/x", "6/1", "6@clip_reps", "6@clip_reps=", "6@Clip=3", "6@clip_reps=-1"):
         with pytest.raises(ValueError, match="--runs"):
             parse_runs(bad, 48)
 
@@ -51,16 +51,36 @@ def test_runs_are_slots_or_slots_by_demo_attempts_and_anything_else_is_refused()
 def test_a_sweep_on_the_cpu_grades_each_run_and_leaves_three_files(tmp_path):
     out = tmp_path / "sweep"
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "slot_sweep.py"), "--out", str(out), "--runs",
-                           "1-task_workers,2x3+host_verify:2/0.02/0", "--demo", "2", "--cuda-l1", "0", "--run-s", "120",
+                           "1-task_workers@clip_reps=2,2x3+host_verify:2/0.02/0", "--demo", "2", "--cuda-l1", "0",
+                           "--run-s", "120",
                            "--device", "cpu"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == ["summaries.txt", "sweep.log", "sweep.txt"]
     lines = (out / "sweep.txt").read_text().splitlines()
     assert lines[0].startswith("run\tslots\tattempts") and [r.split("\t")[:3] for r in lines[1:]] == [
-        ["w1-task_workers", "1", "2"], ["w2x3+host_verify:2/0.02/0", "2", "3"]]
+        ["w1-task_workers@clip_reps=2", "1", "2"], ["w2x3+host_verify:2/0.02/0", "2", "3"]]
     assert all(r.split("\t")[5].isdigit() for r in lines[1:]), lines  # a rate, not '-'
     log = (out / "sweep.log").read_text()
     assert "--with host_verify --min-reps 2 --target-halfwidth 0.02 --warmup-pairs 0" in log
     assert log.count("--min-reps") == 1 and log.count("--warmup-pairs") == 1
     assert "--without task_workers" in log and log.count("--without") == 1
+    assert "--without task_workers --effort clip_reps=2" in log and log.count("--effort") == 1
+    assert ", clip_reps 2; switched on" in log  # the run's service was given it
+
+
+def test_the_acceptance_sets_numeric_effort_fields_by_name_and_refuses_anything_else():
+    """`bench/gpu_acceptance.py --effort` (the sweep's `@field=value`): each value takes its field's type; a switch
+    (a bool field: `--with`/`--without`), an unknown name, a value of the wrong type or a negative one is refused by
+    name."""
+    from bench.gpu_acceptance import effort_fields
+
+    assert effort_fields("clip_reps=3, verify_timed=2,give_way_s=0.25") == {"clip_reps": 3, "verify_timed": 2,
+                                                                           "give_way_s": 0.25}
+    assert effort_fields("") == {}
+    assert type(effort_fields("verify_fraction=1")["verify_fraction"]) is float
+    for bad, says in (("slow_loops=1", "no numeric field"), ("clip=3", "no numeric field"),
+                      ("clip_reps=2.5", "is not an int"), ("clip_reps=x", "is not an int"),
+                      ("give_way_s=-1", "negative")):
+        with pytest.raises(ValueError, match=says):
+            effort_fields(bad)
