@@ -37,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.gpu_acceptance import effort_fields  # noqa: E402
 from bench.recorded import jsonl_lines  # noqa: E402
 
 COLUMNS = ("run", "slots", "attempts", "tasks", "round 1 s", "per GPU-hour", "graded again", "slot-s a grade",
@@ -136,8 +137,10 @@ def main() -> int:
     extra = [a for a in extra if a != "--"]
     try:
         runs = parse_runs(args.runs, args.demo)
+        for _, _, parts, _ in runs:  # a field the acceptance would refuse, refused before the first run starts
+            effort_fields(",".join(p[1:] for p in parts if p.startswith("@")))
     except ValueError as e:
-        ap.error(str(e))
+        ap.error(f"--runs: {e}" if not str(e).startswith("--runs") else str(e))
     if args.run_s < 60:
         ap.error("--run-s: at least 60 s (a service's start alone takes 20-30 s on a GPU)")
     args.out.mkdir(parents=True, exist_ok=True)

@@ -69,6 +69,14 @@ def test_a_sweep_on_the_cpu_grades_each_run_and_leaves_three_files(tmp_path):
     assert ", clip_reps 2; switched on" in log  # the run's service was given it
 
 
+def test_a_sweep_refuses_a_field_the_acceptance_would_before_any_run(tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "slot_sweep.py"), "--out", str(tmp_path / "sweep"),
+                           "--runs", "1,1@slow_loops=0", "--device", "cpu"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 2 and "--runs: 'slow_loops' is no numeric field of Effort" in done.stderr, done.stderr
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_the_acceptance_sets_numeric_effort_fields_by_name_and_refuses_anything_else():
     """`bench/gpu_acceptance.py --effort` (the sweep's `@field=value`): each value takes its field's type; a switch
     (a bool field: `--with`/`--without`), an unknown name, a value of the wrong type or a negative one is refused by
