@@ -337,9 +337,10 @@ def release_project(tmp_path_factory, demo_files) -> ReleaseProject:
 
 KILL_TRIES = 3
 """Tries at killing the first release while its primary pass still has attempts to grade (`_build_release_project`).
-Its grades are committed 8 at a time (`passes.COMMIT_EVERY`) and the subset has 10 attempts, so a kill that lands after
-the last 2 were graded too has missed the scenario: the second release would grade nothing, and nothing would show
-that it resumes (seen twice on 2026-12-07, after the demo's relabel changed which trajectories the subset takes)."""
+Its grades are committed 8 at a time (`passes.COMMIT_EVERY`) and its primary pass has a dozen attempts (12 since the
+demo's relabel in 68cdee3 changed which trajectories `select_subset` takes), so a kill that lands after the last few
+were graded too has missed the scenario: the second release would grade nothing, and nothing would show that it
+resumes (seen twice on 2026-12-07 with a 0.5 s poll)."""
 
 
 def _build_release_project(root: Path, demo_files: tuple[Path, Path]) -> ReleaseProject:

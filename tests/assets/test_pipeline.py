@@ -279,3 +279,6 @@ def test_killed_release_keeps_its_committed_grades_and_frees_the_gpu_pool(projec
     judged = [g for g in project.killed_run_grades if g["status"] != "infra_error"]
     assert judged and all(g in now for g in judged)
     assert {g["run_id"] for g in project.killed_run_grades} == {killed_run}
+    # killed mid primary pass (the fixture's `KILL_TRIES`): the second release graded the rest of it itself
+    primary = [g for g in now if g["grading_pass"] == "primary"]
+    assert any(g["run_id"] != killed_run for g in primary), "the killed release had graded its whole primary pass"
