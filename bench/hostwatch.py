@@ -89,7 +89,9 @@ def host_profile(repeats: int = 5) -> dict:
     91 s on H100 run 102's host and in 111-125 s on runs 106-112's, whose fresh interpreters took 27.7-42.8 s an
     attempt against 17.7, and no run said what the hosts were. The CPU's model, the cores this process may use, the
     load average as the run starts, and the median milliseconds of a fixed single-threaded Python loop (`LOOP_N`
-    additions): the parent's slot threads and every worker are Python on the host's cores."""
+    additions): the parent's slot threads and every worker are Python on the host's cores. And the kernel's release:
+    how soon a woken worker takes a core from another (a twin from its candidate, `launcher.worker_cpus`) is the
+    scheduler's, which changed with the kernel (EEVDF from Linux 6.6)."""
     def loop() -> float:
         t = time.perf_counter()
         x = 0
@@ -100,13 +102,14 @@ def host_profile(repeats: int = 5) -> dict:
     times = sorted(loop() for _ in range(repeats))
     return {"cpu_model": cpu_model(_read("/proc/cpuinfo") or ""), "cpus": len(os.sched_getaffinity(0)),
             "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-            "python_loop_ms": round(times[len(times) // 2], 1)}
+            "python_loop_ms": round(times[len(times) // 2], 1), "kernel": os.uname().release}
 
 
 def profile_line(profile: dict) -> str:
     """One line of `host_profile` for summary.txt's head."""
     return (f"host: {profile.get('cpu_model') or 'CPU model unknown'}, {profile.get('cpus')} cores, load "
-            f"{profile.get('loadavg') or '?'} at the start, a fixed Python loop {profile.get('python_loop_ms')} ms")
+            f"{profile.get('loadavg') or '?'} at the start, a fixed Python loop {profile.get('python_loop_ms')} ms, "
+            f"Linux {profile.get('kernel') or '?'}")
 
 
 class HostWatch:

@@ -406,11 +406,26 @@ def slot_cpus(index: int, slots: int) -> list[int] | None:
     unpinned. Both wait for the device in turn, so one core serves them; sharing it, they wake from
     a device-wide synchronise alike, while another slot's compile or the parent's work runs
     elsewhere (on an H200 the gap after that synchronise differed by 5-30 us between two unpinned
-    workers). The highest cores go to the slots; the lower ones keep the parent and the zygotes."""
+    workers). The highest cores go to the slots; the lower ones keep the parent and the zygotes. With `twin_apart`
+    only the candidate runs here (`worker_cpus`)."""
     cores = sorted(os.sched_getaffinity(0))
     if len(cores) < slots + 2:  # too few to give each slot its own and keep some for the rest
         return None
     return [cores[-1 - index]]
+
+
+def worker_cpus(index: int, slots: int, role: str, *, spare: bool = False, aside: bool = False,
+                twin_apart: bool = False) -> list[int] | None:
+    """The cores a slot's new worker is pinned to (None: unpinned). A candidate runs on its slot's own core
+    (`slot_cpus`); a spare, or a kept worker started aside, boots on the cores no slot is given (`spare_cpus`). A kept
+    worker (a task's, an expert's or a reference's) runs on its slot's core beside the candidate, or, with
+    `twin_apart`, on the cores no slot is given: with `settled_pairs` the twin's gate opens while the candidate's
+    worker checks its interpreter, and on a shared core the twin waits for that check to yield the core before it
+    sees its gate open, its device window held meanwhile (the twin's "to the gate seen open" 2.3-3.0 ms in every run
+    since grader 0.20.0, 0.03-0.06 ms before it, H100 runs 102-134)."""
+    if spare or aside or (twin_apart and role != "candidate"):
+        return spare_cpus(slots) if slot_cpus(index, slots) else None
+    return slot_cpus(index, slots)
 
 
 def spare_cpus(slots: int) -> list[int] | None:
@@ -463,7 +478,7 @@ class Slot:
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
                  output_arena: bool = True, spares: bool = False, kept_tasks: int = 2, task_workers: bool = False,
-                 triton_key_once: bool = False):
+                 triton_key_once: bool = False, twin_apart: bool = False):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -485,6 +500,8 @@ class Slot:
         self._ctl_lock = threading.Lock()  # the zygote answers one request at a time; a spare starts on a thread
         self._closing = False
         self._kept: dict[str, WorkerConn] = {}
+        self.twin_apart = twin_apart
+        """The slot's kept workers run on the cores no slot is given, not on its candidate's (`worker_cpus`)."""
         self.task_workers = task_workers
         """One kept worker a task serves as its expert twin and its reference both (`task`), for the tasks whose expert
         and reference come from one author (`session.SealedTask.one_author`); the service's `task_workers` (on by
@@ -648,8 +665,9 @@ class Slot:
             config = dict(config, uid=uid, fallback_scratch=f"{config['fallback_scratch']}-{role}", role=role)
         else:
             config = dict(config, uid=uid)
-        if spare or aside:  # it boots on the cores no slot is given
-            config = dict(config, cpus=spare_cpus(self.slots) if config["cpus"] else None)
+        if config["cpus"]:
+            config = dict(config, cpus=worker_cpus(self.index, self.slots, role, spare=spare, aside=aside,
+                                                   twin_apart=self.twin_apart))
         if spare:
             config = dict(config, fallback_scratch=f"{config['fallback_scratch']}-u{uid}")
         t_start = time.perf_counter()
@@ -831,7 +849,7 @@ class Slot:
         if conn is not None:
             self._kill(conn, None)
         conn = self._spawn(timeout_s, None, role=role, uid=None, aside=aside)
-        if aside and self.config["cpus"]:
+        if aside and self.config["cpus"] and not self.twin_apart:  # apart, it stays where it booted
             try:
                 pin_threads(conn.pid, self.config["cpus"])
             except OSError:

@@ -76,7 +76,7 @@ class GraderService:
                  start_ahead: bool = True, gated_reference: bool = True, warmup_release: bool = True,
                  keep_size_memory: bool = True, nice_builds: bool = False,
                  task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = True,
-                 seed_experts: bool = False, triton_key_once: bool = False):
+                 seed_experts: bool = False, triton_key_once: bool = False, twin_apart: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -116,6 +116,11 @@ class GraderService:
         before it forks a worker, `zygote._triton_key_once`, so that no worker reads and digests Triton's 415 MB
         library at its first kernel: 363-403 ms once a zygote on H200 run 128; off, no gain in round 1's rate
         beside `seed_experts`, H200 run 129),
+        `twin_apart` (a slot's kept workers, its candidates' expert twins among them, run on the cores no slot is
+        given, not on the core of the slot's candidate, `launcher.worker_cpus`: with `settled_pairs` a twin's gate
+        opens while its candidate's worker checks its interpreter on that shared core, and the twin sees its gate open
+        only once that check yields the core, 2.3-3.0 ms a pair with the device held, H100 runs 102-134; off until a
+        GPU run has measured it),
         `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
@@ -207,7 +212,7 @@ class GraderService:
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
                            spares=cuda if spare_workers is None else spare_workers, kept_tasks=self.kept_tasks,
-                           task_workers=task_workers, triton_key_once=triton_key_once)
+                           task_workers=task_workers, triton_key_once=triton_key_once, twin_apart=twin_apart)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()
