@@ -116,11 +116,10 @@ class GraderService:
         before it forks a worker, `zygote._triton_key_once`, so that no worker reads and digests Triton's 415 MB
         library at its first kernel: 363-403 ms once a zygote on H200 run 128; off, no gain in round 1's rate
         beside `seed_experts`, H200 run 129),
-        `twin_apart` (a slot's kept workers, its candidates' expert twins among them, run on the cores no slot is
-        given, not on the core of the slot's candidate, `launcher.worker_cpus`: with `settled_pairs` a twin's gate
-        opens while its candidate's worker checks its interpreter on that shared core, and the twin sees its gate open
-        only once that check yields the core, 2.3-3.0 ms a pair with the device held, H100 runs 102-134; off until a
-        GPU run has measured it),
+        `twin_apart` (a slot's kept workers, its expert twins among them, run on the cores no slot is given, not on
+        its candidate's: why in `launcher.worker_cpus`; on one H100, H100 runs 136 and 137, the twin saw its gate open
+        after 0.027 ms against 2.375 and the acceptance held every figure, but round 1's rate did not move; off until
+        an ABAB over every round has measured it),
         `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
