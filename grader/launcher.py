@@ -424,7 +424,7 @@ def worker_cpus(index: int, slots: int, role: str, *, spare: bool = False, aside
     sees its gate open, its device window held meanwhile (the twin's "to the gate seen open" 2.3-3.0 ms in every run
     since grader 0.20.0, 0.03-0.06 ms before it, H100 runs 102-134)."""
     if spare or aside or (twin_apart and role != "candidate"):
-        return spare_cpus(slots) if slot_cpus(index, slots) else None
+        return spare_cpus(slots)
     return slot_cpus(index, slots)
 
 
@@ -830,9 +830,9 @@ class Slot:
         """The kept worker `role:key`, started and loaded if there is none alive. One start of a name at a time: a
         call while a start ahead (`start_ahead`) runs waits for it and takes its worker. `aside`: a worker that must
         start boots (CUDA, the worker's imports, its gate: no task code) on the cores no slot is given, as a spare
-        does, and moves onto the slot's own before it loads anything. `kernels`: the expert's compiled Triton
-        kernels (grader.expertseed), written into a worker that must start before it loads anything; one that
-        refuses them, or fails to write them, compiles them itself."""
+        does, and moves onto those its role runs on (`worker_cpus`) before it loads anything. `kernels`: the
+        expert's compiled Triton kernels (grader.expertseed), written into a worker that must start before it loads
+        anything; one that refuses them, or fails to write them, compiles them itself."""
         name = f"{role}:{key}"
         with self._keeping.setdefault(name, threading.Lock()):
             return self._kept_or_started(name, role, key, loads, timeout_s, arena_bytes, aside, kernels)
@@ -849,9 +849,9 @@ class Slot:
         if conn is not None:
             self._kill(conn, None)
         conn = self._spawn(timeout_s, None, role=role, uid=None, aside=aside)
-        if aside and self.config["cpus"] and not self.twin_apart:  # apart, it stays where it booted
+        if aside and self.config["cpus"]:  # onto the cores its role runs on (apart: where it booted)
             try:
-                pin_threads(conn.pid, self.config["cpus"])
+                pin_threads(conn.pid, worker_cpus(self.index, self.slots, role, twin_apart=self.twin_apart))
             except OSError:
                 self._kill(conn, None)
                 raise
