@@ -88,7 +88,7 @@ SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "inte
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
-OPT_IN = ("host_verify",)
+OPT_IN = ("host_verify", "hang_watch")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
 SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts", "triton_key_once", "twin_apart")
@@ -100,6 +100,21 @@ def answer_line(results: list[GradeResult]) -> str:
     got = [(s.loop or {}).get("answers") or {} for r in results for s in r.sizes]
     kept, computed = sum(a.get("kept", 0) for a in got), sum(a.get("computed", 0) for a in got)
     return f"{kept} of {kept + computed}" + (f" ({kept / (kept + computed):.0%})" if kept + computed else "")
+
+
+def hang_watch_line(results: list[GradeResult]) -> str | None:
+    """What `Effort.hang_watch` saw: the grades it ended (their seconds), and the longest still stretch of every
+    other request it watched (how far below `Effort.hang_idle_s` honest work stayed). None when it watched nothing."""
+    watched = [(r, w) for r in results for w in (r.sandbox.get("hang_watch") or {}).values()]
+    if not watched:
+        return None
+    ended = [r for r in results if any(w.get("still") for w in (r.sandbox.get("hang_watch") or {}).values())]
+    rest = sorted(w.get("longest_still_s", 0.0) for _, w in watched if not w.get("still"))
+    return (f"  hang watch (Effort.hang_watch)\t{len(watched)} requests of {len({id(r) for r, _ in watched})} grades; "
+            f"ended {len(ended)}: " + (", ".join(f"{r.attempt_id} {r.status.value} in {r.phase_seconds['total']:.1f} s"
+                                               for r in ended) or "none")
+            + (f"; the others' longest still stretch median {statistics.median(rest):.2f} s, max {rest[-1]:.2f} s"
+               if rest else ""))
 
 
 def retried_line(results: list[GradeResult], retried: list[GradeResult]) -> str:
@@ -297,6 +312,9 @@ def summarise(results: list[GradeResult], meta: dict[str, dict], wall_s: float, 
     via = collections.Counter(str(r.sandbox.get("reference_answers", "none")) for r in all_results)
     lines.append("  reference answers came through\t" + ", ".join(f"{k}: {n}" for k, n in via.most_common()))
     lines.append("  verified on a kept answer (grader.answers)\t" + answer_line(all_results))
+    hang = hang_watch_line(all_results)
+    if hang:
+        lines.append(hang)
     oom = oom_line(all_results)
     if oom:
         lines.append(oom)

@@ -90,7 +90,7 @@ class WorkerConn:
 
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None,
                 window=None, patience_s: float = timing.GATE_PATIENCE_S, whole: bool = False,
-                read_whole: bool = False, released=None) -> tuple[dict, bytes, float]:
+                read_whole: bool = False, released=None, quiet=None) -> tuple[dict, bytes, float]:
         """Send one message (with an optional raw payload, or a descriptor to lend) and wait for its reply;
         returns (reply, payload, parent_ms). A gated call is let through its gate in two windows when `window`
         is given (grader.devicelock): `window("draw")` from its message to the worker's "drawn" (its untimed
@@ -103,7 +103,8 @@ class WorkerConn:
         interpreter's check) is over before that window is given back, as a timed pair's candidate's is
         (`let_through_together`). A call asked to be gated of a worker that has no gate is one `window("device")`,
         message to reply. `released()`: a window held from the message to the worker's "released" (`released` in
-        the message, `Effort.traced_release`: its call is over and the device synchronised), its reply read after."""
+        the message, `Effort.traced_release`: its call is over and the device synchronised), its reply read after.
+        `quiet(sock)`: called before an ungated call's reply is read, to wait for it (`session._hang_watch`)."""
         self.sock.settimeout(max(timeout_s, 0.001))
         cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
         gated = bool(msg.get("gated")) and self.gate is not None
@@ -129,6 +130,8 @@ class WorkerConn:
         elif ended is not None:
             reply, payload = ended
         else:
+            if quiet is not None:
+                quiet(self.sock)
             reply, payload = wire.recv(self.sock, cap)
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 

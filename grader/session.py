@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from grader import compile_cache, guard, sandbox, wire
+from grader import compile_cache, guard, hangwatch, sandbox, wire
 from grader.compare import EXPERT_SLACK, Verdict, check_output_meta, compare, expert_slack
 from grader.contract import (GRADER_VERSION, SPEEDUP_CLIP, GradeRequest, GradeResult, Reason, SizeResult, Status,
                              clip_speedup, geomean, reward)
@@ -154,6 +154,16 @@ class Effort:
     it slower than run 75 without it on the same card (1,431 against 1,852 per GPU-hour over every round): the inputs
     drawn again and copied out held check windows of 112 ms (35% of the device windows' wait on draws), and the
     parent's comparisons took 2.16 of its cores at the median against 0.48 (the acceptance's `--with host_verify`)."""
+    hang_watch: bool = False
+    """The attempt's load and its first call, the two that may compile, end as a timeout once the worker's threads
+    (its main thread and the candidate's) have run still for `hang_idle_s` (`grader.hangwatch`: one running all
+    along, none waiting, and no page fault, read, write or child reaped), not only at the attempt's budget. H100 run
+    136: the demo's one hang (a spin in its call) held its slot 60.2 s, 15% of round 1's slot time, and round 1
+    cannot end sooner than its longest grade. Off until a GPU run has measured it (the acceptance's `--with
+    hang_watch`); each grade it watched records what it saw (`sandbox["hang_watch"]`)."""
+    hang_idle_s: float = 10.0
+    """How long the watched worker's threads must run still (`hang_watch`). The attempt's first call took 0.73 s
+    at the median in H100 run 136, compilation included; a still stretch is far shorter than the call."""
     start_ahead: bool = True
     """The task's reference and expert workers, where the slot keeps none alive, start as the grade begins, beside
     the candidate's start and load (`session._start_ahead`), not one after the other in its first size. With two
@@ -394,7 +404,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             sandbox_layers = dict(sandbox_layers, ext_cache={"sealed": use, "offered": len(offer),
                                                              **({"ahead": ahead} if ahead else {})})
         reply, built, _ = _request(conn, {"op": "load", "source": source, "entry_point": entry, "ext_offer": offer},
-                                   remaining, blob)
+                                   remaining, blob, quiet=_quiet(g, "load"))
         _check_guards(conn, reply, slot)
         if ext_cache is not None:  # a failed load's conclusive build failures too: a later grade raises them again
             sandbox_layers["ext_cache"].update(_ext_record(ext_cache, source, build_env, use, offer, reply, built))
@@ -437,6 +447,8 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
         phases["teardown"] = time.perf_counter() - t
         if g is not None and g.answers_via:
             sandbox_layers = dict(sandbox_layers, reference_answers=g.answers_via)
+        if g is not None and g.hang_watched:
+            sandbox_layers = dict(sandbox_layers, hang_watch={k: w.record() for k, w in g.hang_watched.items()})
         if slot.task_workers:  # whether the expert it was timed against shared a worker with the reference
             sandbox_layers = dict(sandbox_layers, task_worker=_one_worker(slot, task))
     phases["total"] = time.perf_counter() - t_all
@@ -490,6 +502,8 @@ class _Grade:
     """Chooses the timed outputs to verify; seeded from the OS, so the worker cannot predict it."""
     kernels: list = field(default_factory=list)
     first_call: bool = True
+    hang_watched: dict = field(default_factory=dict)
+    """What `Effort.hang_watch` watched (the load, the first call) -> its `hangwatch.Watch`."""
     expert: WorkerConn | None = None
     waited_s: float = 0.0
     """Seconds spent waiting for the device lock or the expert twin: added to the attempt's budget."""
@@ -688,7 +702,8 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float, bool]:
                     else:
                         with contextlib.nullcontext() if compiling else hold("check window" + first,
                                                                              "check call" + first):
-                            reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check")
+                            reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check",
+                                               quiet=_quiet(g, "first call") if compiling else None)
             finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
                 if compiling:
                     g.phases["compile"] += time.perf_counter() - t_call
@@ -1351,7 +1366,7 @@ def _given_tensors(g: _Grade, sz: _Size, seed: int, device: str | None = None) -
 
 
 def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, trace: bool = False,
-               through: tuple | None = None, released=None) -> dict:
+               through: tuple | None = None, released=None, quiet=None) -> dict:
     """The candidate's call, its reply checked. `through`: (its windows, its patience) for an untimed call let
     through its gate and read whole (`_gated_check_call`); else a timed call takes the loop's windows. `released()`:
     the window a traced call holds up to its worker's "released" (`Effort.traced_release`)."""
@@ -1367,7 +1382,7 @@ def _cand_call(g: _Grade, sz: _Size, seed: int, keep_inputs: bool, tag: str, tra
     # a traced call is a window whole (its session opens with a marker kernel): its gate opens inside that one
     reply, _, parent_ms = _request(g.conn, msg, g.remaining, fd=fd,
                                    window=g.window if msg["gated"] and not trace else None,
-                                   whole=not g.effort.split_window, released=released)
+                                   whole=not g.effort.split_window, released=released, quiet=quiet)
     return _cand_reply(g, sz, reply, parent_ms)
 
 
@@ -1944,8 +1959,24 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
 
 
 def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: int | None = None, window=None,
-             whole: bool = False, released=None) -> tuple[dict, bytes, float]:
-    return conn.request(msg, remaining(), payload, fd, window=window, whole=whole, released=released)
+             whole: bool = False, released=None, quiet=None) -> tuple[dict, bytes, float]:
+    return conn.request(msg, remaining(), payload, fd, window=window, whole=whole, released=released, quiet=quiet)
+
+
+def _quiet(g: _Grade, what: str):
+    """What waits for the reply to `what` (the attempt's load, or its first call) under `Effort.hang_watch`
+    (`WorkerConn.request(quiet=)`): a timeout once the worker's threads have run still for `Effort.hang_idle_s`.
+    None with the watch off."""
+    if not g.effort.hang_watch:
+        return None
+    watch = g.hang_watched[what] = hangwatch.Watch(g.conn.pid, g.effort.hang_idle_s)
+
+    def wait(sock) -> None:
+        if not watch.wait(sock, g.remaining()):
+            raise Floor(Status.TIMEOUT, Reason.TIMEOUT,
+                        f"its {what} made no progress for {watch.idle_s:.0f} s of its {g.req.timeout_s:.0f} s budget: "
+                        "its worker ran all along and faulted in, read, wrote, waited for and reaped nothing (a spin)")
+    return wait
 
 
 def _offer(cache: compile_cache.CompileCache, source: str, env: compile_cache.BuildEnv) -> tuple[list, bytes]:

@@ -1,0 +1,126 @@
+"""`Effort.hang_watch`: an attempt's load and first call end as a timeout once its worker's main thread has run
+without moving any of the kernel's counts of work for `Effort.hang_idle_s` (`grader.hangwatch`), not only at the
+attempt's budget. A wait (on a compiler, a pipe, a sleep) is never taken for a spin, nor is work."""
+from __future__ import annotations
+
+import dataclasses
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.gpu_acceptance import hang_watch_line
+from grader import hangwatch
+from grader.contract import GradeRequest, Reason, Status
+from grader.service import GraderService
+from grader.session import Effort
+from tests.grader.sources import HONEST_SOFTMAX
+
+SPIN = "while True:\n    pass\n"
+SLEEP = "import time\ntime.sleep(60)\n"
+WORK = "import os\nfd = os.open('/dev/null', os.O_WRONLY)\nwhile True:\n    os.write(fd, b'x')\n"
+
+
+@pytest.fixture
+def started():
+    procs = []
+
+    def start(body: str) -> int:
+        p = subprocess.Popen([sys.executable, "-c", "import sys\nprint('go', flush=True)\n" + body],
+                             stdout=subprocess.PIPE)
+        procs.append(p)
+        assert p.stdout.readline() == b"go\n"
+        return p.pid
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def _wait(pid: int, idle_s: float, timeout_s: float) -> tuple[bool, float, hangwatch.Watch]:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        watch = hangwatch.Watch(pid, idle_s)
+        t = time.monotonic()
+        answered = watch.wait(ours, timeout_s)
+        return answered, time.monotonic() - t, watch
+
+
+def test_a_spin_runs_still_and_ends_the_wait_at_the_idle_time(started):
+    answered, took, watch = _wait(started(SPIN), 1.0, 20.0)
+    assert not answered and watch.still
+    assert 1.0 <= took < 5.0, took
+    assert watch.record()["still"] and watch.record()["longest_still_s"] >= 1.0
+
+
+@pytest.mark.parametrize("body", [SLEEP, WORK], ids=["waits", "works"])
+def test_a_wait_or_work_is_no_spin(started, body):
+    """A thread asleep does not run; one writing moves its counts: either waits out the caller's timeout."""
+    answered, took, watch = _wait(started(body), 0.5, 2.5)
+    assert answered and not watch.still
+    assert took >= 2.4, took
+
+
+def test_a_reply_or_an_ended_worker_ends_the_wait_at_once(started):
+    pid = started(SPIN)
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.send(b"x")
+        assert hangwatch.Watch(pid, 1.0).wait(ours, 10.0)
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    t = time.monotonic()
+    answered, _, watch = _wait(int(done.stdout), 1.0, 10.0)
+    assert answered and watch.unreadable and time.monotonic() - t < 1.0
+
+
+ATTEMPTS = {  # name: (source, status, the reason's words)
+    "spins in its call": ("import torch\n_ready = False\n\ndef run(x):\n    while not _ready:\n        pass\n"
+                          "    return x\n", Status.TIMEOUT, "its first call made no progress for 2 s"),
+    "spins as it loads": ("import torch\n" + SPIN + "def run(x):\n    return x\n", Status.TIMEOUT,
+                          "its load made no progress for 2 s"),
+    "sleeps in its first call": (HONEST_SOFTMAX.replace("def run(x):\n", "import time\n_slept = []\n\ndef run(x):\n"
+                                                        "    if not _slept:\n        time.sleep(3.5)\n"
+                                                        "        _slept.append(1)\n"), Status.CORRECT, "correct"),
+    "honest": (HONEST_SOFTMAX, Status.CORRECT, "correct"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded():
+    effort = dataclasses.replace(Effort.for_device(False), hang_watch=True, hang_idle_s=2.0)
+    with GraderService(mode="zygote", workers=1, effort=effort) as svc:
+        yield {name: svc.grade_one(GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=src,
+                                                language="pytorch", timeout_s=45.0))
+               for name, (src, _, _) in ATTEMPTS.items()}
+
+
+@pytest.mark.parametrize("name", list(ATTEMPTS))
+def test_a_spin_is_a_timeout_long_before_the_budget_and_a_wait_is_not(graded, name):
+    _, status, words = ATTEMPTS[name]
+    r = graded[name]
+    assert (r.status, words in r.reason) == (status, True), (r.status, r.reason)
+    assert r.reason_code is (Reason.TIMEOUT if status is Status.TIMEOUT else Reason.OK)
+    watched = r.sandbox["hang_watch"]
+    if status is Status.TIMEOUT:
+        assert r.phase_seconds["total"] < 20.0, r.phase_seconds  # the budget was 45 s
+        assert watched["first call" if "call" in name else "load"]["still"], watched
+    else:
+        assert set(watched) == {"load", "first call"} and not any(w.get("still") for w in watched.values())
+
+
+def test_off_by_default_nothing_is_watched():
+    assert not Effort().hang_watch and not Effort.for_device(False).hang_watch
+    with GraderService(mode="zygote", workers=1, effort=Effort.for_device(False)) as svc:
+        r = svc.grade_one(GradeRequest(attempt_id="honest", task_id="softmax_rows_fp32", source=HONEST_SOFTMAX,
+                                       language="pytorch"))
+    assert r.status is Status.CORRECT and "hang_watch" not in r.sandbox
+
+
+def test_the_acceptance_names_what_the_watch_ended_and_how_still_the_rest_ran(graded):
+    line = hang_watch_line(list(graded.values()))
+    assert "7 requests of 4 grades; ended 2: " in line, line  # a load that spins has no first call
+    assert "spins in its call timeout in " in line and "spins as it loads timeout in " in line, line
+    assert "the others' longest still stretch median " in line, line
+    assert hang_watch_line([]) is None
