@@ -1,16 +1,17 @@
-"""Whether a worker that has not answered yet is still working or only spinning (`Effort.hang_watch`).
+"""Whether a worker that has not answered yet is still working or hangs (`Effort.hang_watch`).
 
 A hang waits out the attempt's whole budget (`GradeRequest.timeout_s`, 60 s): the demo's spin (`while not _ready:
 pass` in its call) held its slot 60.2 s of round 1's 404 slot-seconds on H100 run 136, 15% of them. What the kernel
-counts of the worker's threads (its main thread, and those it started for the request: the candidate's code runs on
-a thread of its own, `boundary.CandidateRunner`) tells a spin apart from work: compiling reads and writes files,
-starts the compiler, faults in the memory it grows into; a thread that waits (on the compiler, a pipe, a lock, a
-sleep) is not running, and the watch takes no wait for a spin however long it lasts. A spin in Python (or in a
-device synchronisation on a kernel that never ends) runs all along and moves none of those counts, only its CPU time.
+counts of the worker tells a hang apart from work: compiling reads and writes files, faults in the memory it grows
+into, starts the compiler and waits for it (a live child is work); a thread that waits by turns (a poll with a
+sleep) switches each time. A spin (in Python, or in a device synchronisation on a kernel that never ends) and a
+wait that nothing ends (an event no thread will set: the demo's other hang) move none of those counts. The threads
+the worker had before the request (its own and its device driver's) wake on their own: they count by their faults
+and their reads and writes only, and as work whenever one is seen running.
 
 The counts are the kernel's: the candidate can move them (and so keep the budget it had without the watch), never
 stop them moving while it works. The watch only ever ends a request sooner that would otherwise have run on, and
-only one whose threads have run still for `Effort.hang_idle_s`: a call of that length at any size puts an attempt
+only one whose threads have moved no count for `Effort.hang_idle_s`: a call that long at any size puts an attempt
 hundreds of times past the clip, and its grade, which makes several such calls, past its budget anyway. An
 unreadable count (a worker that has ended) ends the watch: its reply, or its end, is read as before.
 """
@@ -38,18 +39,24 @@ def threads(pid: int) -> set[str]:
 
 
 def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
-    """Of process `pid`'s main thread and each thread it started since `before` (the threads it had as the watched
-    request was sent: those are the worker's and its device driver's, which wake on their own): whether any is
-    running (not waiting: a wait on a compiler, a pipe, a lock or a sleep is no spin however long), and what the
-    kernel counts of them that work moves and a spin does not: which threads there are, their page faults, the
-    children's reaped CPU time, their voluntary context switches, their reads and writes (bytes and calls; left out
-    where a thread's io file cannot be read). None when the main thread's stat cannot be read (it has ended)."""
-    running, counts = False, []
-    for tid in sorted((threads(pid) - before) | {str(pid)}):
+    """Process `pid`'s work as the kernel counts it: whether one of the threads the watch is for (its main thread,
+    and each it started since `before`: the candidate's) runs, and a mark that moves with any work, None when the
+    main thread's stat cannot be read (it has ended). The mark holds every thread's page faults and reads and writes
+    (bytes and calls; left out where a thread's io file cannot be read), the children's reaped CPU time, and the
+    watched threads' voluntary switches (a thread that waits by turns switches each time). The threads it had at
+    `before` (the worker's and its device driver's, which may wake on their own) count by their faults and their
+    reads and writes only, and as work whenever one is seen running; a live child (a compiler) is work all along."""
+    running, counts, now = False, [], threads(pid)
+    if str(pid) not in now:
+        return None
+    for tid in sorted(now):
         base = f"/proc/{pid}/task/{tid}"
+        watched = tid == str(pid) or tid not in before
         try:
             with open(f"{base}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()  # the name before it may hold anything, spaces included
+            with open(f"{base}/children", "rb") as f:
+                children = f.read().split()
             with open(f"{base}/status", "rb") as f:
                 switches = [line for line in f.read().splitlines() if line.startswith(b"voluntary_ctxt_switches")]
         except (OSError, IndexError):
@@ -63,8 +70,10 @@ def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
         except OSError:
             io = []
         # fields[k] is stat's field k + 3: state 3, minflt 10, majflt 12, cutime 16, cstime 17
+        if children or (not watched and fields[0] == b"R"):
+            return running, (*counts, (tid, "working", time.monotonic()))  # never equal to another mark
         running = running or fields[0] == b"R"
-        counts.append((tid, *(fields[k - 3] for k in (10, 12, 16, 17)), *switches, *io))
+        counts.append((tid, *(fields[k - 3] for k in (10, 12, 16, 17)), *(switches if watched else ()), *io))
     return running, tuple(counts)
 
 
@@ -80,6 +89,8 @@ class Watch:
     polls: int = 0
     unreadable: bool = False
     still: bool = False
+    running: bool = False
+    """Whether a watched thread ran at the last reading: a spin, where a wait that nothing ends has none running."""
 
     def __post_init__(self) -> None:
         self.before = threads(self.pid)
@@ -100,9 +111,10 @@ class Watch:
             if now_mark is None or last is None:
                 self.unreadable = True
                 return True
-            if now_mark != last or not now_mark[0]:  # it worked, or it waits
-                self.changes += now_mark != last
+            self.running = now_mark[0]
+            if now_mark != last:  # it worked
                 last, t_last = now_mark, now
+                self.changes += 1
             self.longest_still_s = max(self.longest_still_s, now - t_last)
             if now - t_last >= self.idle_s:
                 self.still = True
@@ -111,4 +123,4 @@ class Watch:
     def record(self) -> dict:
         return {"idle_s": self.idle_s, "longest_still_s": round(self.longest_still_s, 3), "changes": self.changes,
                 "polls": self.polls, **({"unreadable": True} if self.unreadable else {}),
-                **({"still": True} if self.still else {})}
+                **({"still": "spinning" if self.running else "waiting"} if self.still else {})}

@@ -156,13 +156,13 @@ class Effort:
     parent's comparisons took 2.16 of its cores at the median against 0.48 (the acceptance's `--with host_verify`)."""
     hang_watch: bool = False
     """The attempt's load and its first call, the two that may compile, end as a timeout once the worker's threads
-    (its main thread and the candidate's) have run still for `hang_idle_s` (`grader.hangwatch`: one running all
-    along, none waiting, and no page fault, read, write or child reaped), not only at the attempt's budget. H100 run
-    136: the demo's one hang (a spin in its call) held its slot 60.2 s, 15% of round 1's slot time, and round 1
-    cannot end sooner than its longest grade. Off until a GPU run has measured it (the acceptance's `--with
+    have moved none of the kernel's counts of work for `hang_idle_s` (`grader.hangwatch`: no page fault, read,
+    write, switch by turns, child at work), a spin or a wait nothing ends, not only at the attempt's budget. H100 run
+    136: the demo's one hang in round 1 (a spin in its call) held its slot 60.2 s, 15% of round 1's slot time, and
+    round 1 cannot end sooner than its longest grade. Off until a GPU run has measured it (the acceptance's `--with
     hang_watch`); each grade it watched records what it saw (`sandbox["hang_watch"]`)."""
     hang_idle_s: float = 10.0
-    """How long the watched worker's threads must run still (`hang_watch`). The attempt's first call took 0.73 s
+    """How long the watched worker must move no count of work (`hang_watch`). The attempt's first call took 0.73 s
     at the median in H100 run 136, compilation included; a still stretch is far shorter than the call."""
     start_ahead: bool = True
     """The task's reference and expert workers, where the slot keeps none alive, start as the grade begins, beside
@@ -1965,7 +1965,7 @@ def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: i
 
 def _quiet(g: _Grade, what: str):
     """What waits for the reply to `what` (the attempt's load, or its first call) under `Effort.hang_watch`
-    (`WorkerConn.request(quiet=)`): a timeout once the worker's threads have run still for `Effort.hang_idle_s`.
+    (`WorkerConn.request(quiet=)`): a timeout once the worker has moved no count of work for `Effort.hang_idle_s`.
     None with the watch off."""
     if not g.effort.hang_watch:
         return None
@@ -1973,9 +1973,10 @@ def _quiet(g: _Grade, what: str):
 
     def wait(sock) -> None:
         if not watch.wait(sock, g.remaining()):
+            how = "spun" if watch.running else "waited for what nothing did"
             raise Floor(Status.TIMEOUT, Reason.TIMEOUT,
                         f"its {what} made no progress for {watch.idle_s:.0f} s of its {g.req.timeout_s:.0f} s budget: "
-                        "its worker ran all along and faulted in, read, wrote, waited for and reaped nothing (a spin)")
+                        f"its worker {how}, and faulted in, read, wrote and started nothing")
     return wait
 
 

@@ -1,6 +1,6 @@
-"""`Effort.hang_watch`: an attempt's load and first call end as a timeout once its worker's main thread has run
-without moving any of the kernel's counts of work for `Effort.hang_idle_s` (`grader.hangwatch`), not only at the
-attempt's budget. A wait (on a compiler, a pipe, a sleep) is never taken for a spin, nor is work."""
+"""`Effort.hang_watch`: an attempt's load and first call end as a timeout once its worker has moved none of the
+kernel's counts of work for `Effort.hang_idle_s` (`grader.hangwatch`), a spin or a wait that nothing ends, not only at
+the attempt's budget. Work, and a wait on a child at work (a compiler), are never taken for a hang."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,6 +20,7 @@ from tests.grader.sources import HONEST_SOFTMAX
 
 SPIN = "while True:\n    pass\n"
 SLEEP = "import time\ntime.sleep(60)\n"
+CHILD = "import subprocess\nsubprocess.run([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
 WORK = "import os\nfd = os.open('/dev/null', os.O_WRONLY)\nwhile True:\n    os.write(fd, b'x')\n"
 
 
@@ -48,16 +49,17 @@ def _wait(pid: int, idle_s: float, timeout_s: float) -> tuple[bool, float, hangw
         return answered, time.monotonic() - t, watch
 
 
-def test_a_spin_runs_still_and_ends_the_wait_at_the_idle_time(started):
-    answered, took, watch = _wait(started(SPIN), 1.0, 20.0)
+@pytest.mark.parametrize("body, how", [(SPIN, "spinning"), (SLEEP, "waiting")], ids=["spins", "sleeps"])
+def test_a_spin_or_a_wait_nothing_ends_ends_the_wait_at_the_idle_time(started, body, how):
+    answered, took, watch = _wait(started(body), 1.0, 20.0)
     assert not answered and watch.still
     assert 1.0 <= took < 5.0, took
-    assert watch.record()["still"] and watch.record()["longest_still_s"] >= 1.0
+    assert watch.record()["still"] == how and watch.record()["longest_still_s"] >= 1.0
 
 
-@pytest.mark.parametrize("body", [SLEEP, WORK], ids=["waits", "works"])
-def test_a_wait_or_work_is_no_spin(started, body):
-    """A thread asleep does not run; one writing moves its counts: either waits out the caller's timeout."""
+@pytest.mark.parametrize("body", [WORK, CHILD], ids=["works", "waits on a child"])
+def test_work_or_a_child_at_work_is_no_hang(started, body):
+    """A thread writing moves its counts; a live child (a compiler) is work: either waits out the caller's timeout."""
     answered, took, watch = _wait(started(body), 0.5, 2.5)
     assert answered and not watch.still
     assert took >= 2.4, took
@@ -80,9 +82,13 @@ ATTEMPTS = {  # name: (source, status, the reason's words)
                           "    return x\n", Status.TIMEOUT, "its first call made no progress for 2 s"),
     "spins as it loads": ("import torch\n" + SPIN + "def run(x):\n    return x\n", Status.TIMEOUT,
                           "its load made no progress for 2 s"),
-    "sleeps in its first call": (HONEST_SOFTMAX.replace("def run(x):\n", "import time\n_slept = []\n\ndef run(x):\n"
-                                                        "    if not _slept:\n        time.sleep(3.5)\n"
-                                                        "        _slept.append(1)\n"), Status.CORRECT, "correct"),
+    "waits on an event nothing sets": ("import threading\nimport torch\n_ready = threading.Event()\n\n"
+                                       "def run(x):\n    _ready.wait()\n    return x\n", Status.TIMEOUT,
+                                       "its first call made no progress for 2 s"),
+    "waits on a child in its first call": (HONEST_SOFTMAX.replace(
+        "def run(x):\n", "import subprocess\nimport sys\n_waited = []\n\ndef run(x):\n    if not _waited:\n"
+        "        subprocess.run([sys.executable, '-c', 'import time; time.sleep(3.5)'], check=True)\n"
+        "        _waited.append(1)\n"), Status.CORRECT, "correct"),
     "honest": (HONEST_SOFTMAX, Status.CORRECT, "correct"),
 }
 
@@ -105,7 +111,8 @@ def test_a_spin_is_a_timeout_long_before_the_budget_and_a_wait_is_not(graded, na
     watched = r.sandbox["hang_watch"]
     if status is Status.TIMEOUT:
         assert r.phase_seconds["total"] < 20.0, r.phase_seconds  # the budget was 45 s
-        assert watched["first call" if "call" in name else "load"]["still"], watched
+        assert watched["load" if "loads" in name else "first call"]["still"] == ("waiting" if "event" in name
+                                                                                else "spinning"), watched
     else:
         assert set(watched) == {"load", "first call"} and not any(w.get("still") for w in watched.values())
 
@@ -120,7 +127,8 @@ def test_off_by_default_nothing_is_watched():
 
 def test_the_acceptance_names_what_the_watch_ended_and_how_still_the_rest_ran(graded):
     line = hang_watch_line(list(graded.values()))
-    assert "7 requests of 4 grades; ended 2: " in line, line  # a load that spins has no first call
+    assert "9 requests of 5 grades; ended 3: " in line, line  # a load that spins has no first call
     assert "spins in its call timeout in " in line and "spins as it loads timeout in " in line, line
+    assert "waits on an event nothing sets timeout in " in line, line
     assert "the others' longest still stretch median " in line, line
     assert hang_watch_line([]) is None
