@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-GRADER_VERSION = "0.23.0"
+GRADER_VERSION = "0.24.0"
 """Bumped whenever anything that can move a reward changes (protocol, tolerances, timing); its last part for a change
 of labels alone (0.19.1: a cuda candidate's wrong output after its own build failed is that build failure) or of when
 the grader fails (0.19.2: a reference out of device memory is asked again before its grade ends infra_error; 0.19.3:
@@ -42,7 +42,12 @@ kept worker keeps its cached memory across sizes while the device has room. On o
 round 1 cut off at 34-40 attempts) round 1 graded 2,290 and 2,410 per GPU-hour with the three against 2,097 and 2,305
 without; the acceptance with them (H100 run 133) held every figure (12/12 cheats in 3 of 3 grades, 87/87 escapes,
 0/48 honest floored, self-reward -0.0028 / 0.0109, repeats 0.0057 / 0.0228), and so did the acceptance of the defaults
-(H100 run 134), grading every round at 4,149 per GPU-hour against run 130's 3,585 and round 1 at 2,590 against 2,568."""
+(H100 run 134), grading every round at 4,149 per GPU-hour against run 130's 3,585 and round 1 at 2,590 against 2,568.
+0.24.0: `hang_watch` on by default: an attempt whose load or first call moves none of the kernel's counts of work for
+10 s (a spin, or a wait nothing ends) is a timeout then, not at its 60 s budget (`grader.hangwatch`). The same label,
+sooner, with another reason; the acceptance with it (H100 run 138) ended the demo's hang in 13.1 s against 60.2 and
+held every figure (12/12 cheats in 3 of 3 grades, 87/87 escapes, 0/48 honest floored, self-reward +0.0001 / 0.0079,
+repeats 0.0057 / 0.0303, 0/68 label flips)."""
 
 REWARD_FLOOR = -24.0
 """Reward of every attempt that is not a correct, unflagged kernel."""

@@ -76,12 +76,13 @@ class GraderService:
                  start_ahead: bool = True, gated_reference: bool = True, warmup_release: bool = True,
                  keep_size_memory: bool = True, nice_builds: bool = False,
                  task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = True,
-                 seed_experts: bool = False, triton_key_once: bool = False, twin_apart: bool = False):
+                 seed_experts: bool = False, triton_key_once: bool = False, twin_apart: bool = False,
+                 hang_watch: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
         `traced_release`, `stalled_one_pair`, `gated_check_calls`, `settled_pairs`, `slow_checks_warm`,
-        `start_ahead`, `gated_reference`, `warmup_release`, `keep_size_memory` (`Effort`),
+        `start_ahead`, `gated_reference`, `warmup_release`, `keep_size_memory`, `hang_watch` (`Effort`),
         `answer_pool`
         (reference answers kept across attempts: `grader.answers`; `answer_budget_bytes` the bytes they may hold,
         None for the device's `budget_for`),
@@ -156,7 +157,7 @@ class GraderService:
                                           gated_check_calls=gated_check_calls, settled_pairs=settled_pairs,
                                           slow_checks_warm=slow_checks_warm, start_ahead=start_ahead,
                                           gated_reference=gated_reference, warmup_release=warmup_release,
-                                          keep_size_memory=keep_size_memory)
+                                          keep_size_memory=keep_size_memory, hang_watch=hang_watch)
         from grader.answers import AnswerPool, budget_for
 
         # kept across the attempts this service grades, in page-locked host memory on a GPU host

@@ -95,7 +95,7 @@ ATTEMPTS = {  # name: (source, status, the reason's words)
 
 @pytest.fixture(scope="module")
 def graded():
-    effort = dataclasses.replace(Effort.for_device(False), hang_watch=True, hang_idle_s=2.0)
+    effort = dataclasses.replace(Effort.for_device(False), hang_idle_s=2.0)
     with GraderService(mode="zygote", workers=1, effort=effort) as svc:
         yield {name: svc.grade_one(GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=src,
                                                 language="pytorch", timeout_s=45.0))
@@ -117,9 +117,9 @@ def test_a_spin_is_a_timeout_long_before_the_budget_and_a_wait_is_not(graded, na
         assert set(watched) == {"load", "first call"} and not any(w.get("still") for w in watched.values())
 
 
-def test_off_by_default_nothing_is_watched():
-    assert not Effort().hang_watch and not Effort.for_device(False).hang_watch
-    with GraderService(mode="zygote", workers=1, effort=Effort.for_device(False)) as svc:
+def test_on_by_default_and_off_nothing_is_watched():
+    assert Effort().hang_watch and Effort.for_device(False).hang_watch
+    with GraderService(mode="zygote", workers=1, hang_watch=False) as svc:
         r = svc.grade_one(GradeRequest(attempt_id="honest", task_id="softmax_rows_fp32", source=HONEST_SOFTMAX,
                                        language="pytorch"))
     assert r.status is Status.CORRECT and "hang_watch" not in r.sandbox
