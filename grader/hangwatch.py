@@ -29,6 +29,9 @@ POLL_S = 0.2
 
 _IO = (b"rchar", b"wchar", b"syscr", b"syscw")
 
+MAX_THREADS = 256
+"""A worker with more threads than this is taken as working, unread: its hang, if it is one, waits out the budget."""
+
 
 def threads(pid: int) -> set[str]:
     """The thread ids of process `pid` now (empty once it has ended)."""
@@ -49,6 +52,8 @@ def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
     running, counts, now = False, [], threads(pid)
     if str(pid) not in now:
         return None
+    if len(now) > MAX_THREADS:  # read as work: the watch's readings stay cheap whatever the candidate starts
+        return True, ("many threads", time.monotonic())
     for tid in sorted(now):
         base = f"/proc/{pid}/task/{tid}"
         watched = tid == str(pid) or tid not in before

@@ -132,3 +132,13 @@ def test_the_acceptance_names_what_the_watch_ended_and_how_still_the_rest_ran(gr
     assert "waits on an event nothing sets timeout in " in line, line
     assert "the others' longest still stretch median " in line, line
     assert hang_watch_line([]) is None
+
+
+def test_a_worker_of_more_threads_than_the_watch_reads_is_taken_as_working(started, monkeypatch):
+    """The readings stay cheap whatever the candidate starts: past `MAX_THREADS` the worker is not read, and its
+    spin, if it is one, waits out the budget as without the watch."""
+    monkeypatch.setattr(hangwatch, "MAX_THREADS", 2)
+    pid = started("import threading\nfor _ in range(3):\n    threading.Thread(target=lambda: threading.Event().wait(), "
+                  "daemon=True).start()\n" + SPIN)
+    answered, took, watch = _wait(pid, 0.5, 2.0)
+    assert answered and not watch.still and took >= 1.9
