@@ -21,7 +21,7 @@ import os
 import select
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 POLL_S = 0.2
 """How often the counts are read while the reply has not begun."""
@@ -85,7 +85,7 @@ def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
 @dataclass
 class Watch:
     """The watch of one request to a worker, made before it is sent: `wait` until its reply begins, or until the
-    threads it watches (`mark`) have run still for `idle_s`. What it saw is kept for the grade's record (`record`)."""
+    worker has moved no count of work (`mark`) for `idle_s`. What it saw is kept for the grade's record (`record`)."""
 
     pid: int
     idle_s: float
@@ -97,13 +97,15 @@ class Watch:
     running: bool = False
     """Whether a watched thread ran at the last reading: a spin, where a wait that nothing ends has none running."""
 
+    before: set[str] = field(init=False)
+    """The worker's threads as the watch is made, before the request is sent: those it starts for it are watched."""
+
     def __post_init__(self) -> None:
         self.before = threads(self.pid)
-        """Made before the watched request is sent, so that the threads the worker starts for it are watched."""
 
     def wait(self, sock: socket.socket, timeout_s: float) -> bool:
         """True once `sock` has something to read, the counts cannot be read, or `timeout_s` has passed (the reply
-        is then read as without the watch); False when the watched threads have run still for `idle_s`."""
+        is then read as without the watch); False when the worker has moved no count of work for `idle_s`."""
         t_end = time.monotonic() + timeout_s
         last, t_last = mark(self.pid, self.before), time.monotonic()
         while True:

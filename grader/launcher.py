@@ -104,7 +104,7 @@ class WorkerConn:
         (`let_through_together`). A call asked to be gated of a worker that has no gate is one `window("device")`,
         message to reply. `released()`: a window held from the message to the worker's "released" (`released` in
         the message, `Effort.traced_release`: its call is over and the device synchronised), its reply read after.
-        `quiet(sock)`: called before an ungated call's reply is read, to wait for it (`session._hang_watch`)."""
+        `quiet(sock)`: called before an ungated call's reply is read, to wait for it (`session._quiet`, `Effort.hang_watch`)."""
         self.sock.settimeout(max(timeout_s, 0.001))
         cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
         gated = bool(msg.get("gated")) and self.gate is not None

@@ -164,8 +164,9 @@ class Effort:
     13.1 s, and none of the 580 other requests it watched had a reading equal to the one before, let alone 10 s of
     them; every figure held (`--without hang_watch`)."""
     hang_idle_s: float = 10.0
-    """How long the watched worker must move no count of work (`hang_watch`). The attempt's first call took 0.73 s
-    at the median in H100 run 136, compilation included; a still stretch is far shorter than the call."""
+    """How long the watched worker must move no count of work (`hang_watch`). In H100 run 138 no honest load or first
+    call read the same twice in a row (0.2 s apart); the attempt's first call took 0.73 s at the median in run 136,
+    compilation included."""
     start_ahead: bool = True
     """The task's reference and expert workers, where the slot keeps none alive, start as the grade begins, beside
     the candidate's start and load (`session._start_ahead`), not one after the other in its first size. With two
