@@ -17,11 +17,12 @@ unreadable count (a worker that has ended) ends the watch: its reply, or its end
 """
 from __future__ import annotations
 
-import os
 import select
 import socket
 import time
 from dataclasses import dataclass, field
+
+from grader.sandbox import thread_ids
 
 POLL_S = 0.2
 """How often the counts are read while the reply has not begun."""
@@ -33,14 +34,6 @@ MAX_THREADS = 256
 """A worker with more threads than this is taken as working, unread: its hang, if it is one, waits out the budget."""
 
 
-def threads(pid: int) -> set[str]:
-    """The thread ids of process `pid` now (empty once it has ended)."""
-    try:
-        return set(os.listdir(f"/proc/{pid}/task"))
-    except OSError:
-        return set()
-
-
 def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
     """Process `pid`'s work as the kernel counts it: whether one of the threads the watch is for (its main thread,
     and each it started since `before`: the candidate's) runs, and a mark that moves with any work, None when the
@@ -49,7 +42,7 @@ def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
     watched threads' voluntary switches (a thread that waits by turns switches each time). The threads it had at
     `before` (the worker's and its device driver's, which may wake on their own) count by their faults and their
     reads and writes only, and as work whenever one is seen running; a live child (a compiler) is work all along."""
-    running, counts, now = False, [], threads(pid)
+    running, counts, now = False, [], thread_ids(pid)
     if str(pid) not in now:
         return None
     if len(now) > MAX_THREADS:  # read as work: the watch's readings stay cheap whatever the candidate starts
@@ -101,7 +94,7 @@ class Watch:
     """The worker's threads as the watch is made, before the request is sent: those it starts for it are watched."""
 
     def __post_init__(self) -> None:
-        self.before = threads(self.pid)
+        self.before = thread_ids(self.pid)
 
     def wait(self, sock: socket.socket, timeout_s: float) -> bool:
         """True once `sock` has something to read, the counts cannot be read, or `timeout_s` has passed (the reply

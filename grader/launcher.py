@@ -130,8 +130,9 @@ class WorkerConn:
         elif ended is not None:
             reply, payload = ended
         else:
-            if quiet is not None:
+            if quiet is not None:  # it may take what it likes of the request's timeout, and no more
                 quiet(self.sock)
+                self.sock.settimeout(max(timeout_s - (time.perf_counter_ns() - t0) / 1e9, 0.001))
             reply, payload = wire.recv(self.sock, cap)
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
 

@@ -453,11 +453,16 @@ def kill_uid(uid: int) -> int:
     return n
 
 
-def thread_count(pid: int) -> int:
+def thread_ids(pid: int) -> set[str]:
+    """The ids of process `pid`'s threads now, read from /proc (empty once it has ended)."""
     try:
-        return len(os.listdir(f"/proc/{pid}/task"))
-    except FileNotFoundError:
-        return 0
+        return set(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return set()
+
+
+def thread_count(pid: int) -> int:
+    return len(thread_ids(pid))
 
 
 def child_pids(pid: int) -> list[int]:

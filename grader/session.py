@@ -1980,7 +1980,6 @@ def _quiet(g: _Grade, what: str):
             raise Floor(Status.TIMEOUT, Reason.TIMEOUT,
                         f"its {what} made no progress for {watch.idle_s:.0f} s of its {g.req.timeout_s:.0f} s budget: "
                         f"its worker {how}, and faulted in, read, wrote and started nothing")
-        sock.settimeout(max(g.remaining(), 0.001))  # the reply is read in what the wait left of the budget, not anew
     return wait
 
 
