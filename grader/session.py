@@ -161,7 +161,7 @@ class Effort:
     136: the demo's one hang in round 1 (a spin in its call) held its slot 60.2 s, 15% of round 1's slot time, and
     round 1 cannot end sooner than its longest grade. Each grade it watched records what it saw
     (`sandbox["hang_watch"]`). On since grader 0.24.0: in the acceptance with it (H100 run 138) the hang ended in
-    13.1 s, and none of the 580 other requests it watched had a reading equal to the one before, let alone 10 s of
+    13.1 s, and none of the 582 other requests it watched had a reading equal to the one before, let alone 10 s of
     them; every figure held (`--without hang_watch`)."""
     hang_idle_s: float = 10.0
     """How long the watched worker must move no count of work (`hang_watch`). In H100 run 138 no honest load or first
