@@ -22,7 +22,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-from grader.sandbox import thread_ids
+from grader.sandbox import stat_fields, thread_ids
 
 POLL_S = 0.2
 """How often the counts are read while the reply has not begun."""
@@ -51,8 +51,7 @@ def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
         base = f"/proc/{pid}/task/{tid}"
         watched = tid == str(pid) or tid not in before
         try:
-            with open(f"{base}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()  # the name before it may hold anything, spaces included
+            fields = stat_fields(f"{base}/stat")
             with open(f"{base}/children", "rb") as f:
                 children = f.read().split()
             with open(f"{base}/status", "rb") as f:
@@ -68,9 +67,9 @@ def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
         except OSError:
             io = []
         # fields[k] is stat's field k + 3: state 3, minflt 10, majflt 12, cutime 16, cstime 17
-        if children or (not watched and fields[0] == b"R"):
+        if children or (not watched and fields[0] == "R"):
             return running, (*counts, (tid, "working", time.monotonic()))  # never equal to another mark
-        running = running or fields[0] == b"R"
+        running = running or fields[0] == "R"
         counts.append((tid, *(fields[k - 3] for k in (10, 12, 16, 17)), *(switches if watched else ()), *io))
     return running, tuple(counts)
 

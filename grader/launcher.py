@@ -104,7 +104,8 @@ class WorkerConn:
         (`let_through_together`). A call asked to be gated of a worker that has no gate is one `window("device")`,
         message to reply. `released()`: a window held from the message to the worker's "released" (`released` in
         the message, `Effort.traced_release`: its call is over and the device synchronised), its reply read after.
-        `quiet(sock)`: called before an ungated call's reply is read, to wait for it (`session._quiet`, `Effort.hang_watch`)."""
+        `quiet(sock)`: called before an ungated call's reply is read, to wait for it (`session._quiet`,
+        `Effort.hang_watch`)."""
         self.sock.settimeout(max(timeout_s, 0.001))
         cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
         gated = bool(msg.get("gated")) and self.gate is not None
@@ -1063,7 +1064,6 @@ def _alive(pid: int) -> None | int:
     """None while `pid` runs (the shape of Popen.poll), else 0; a zombie the zygote has not yet
     reaped counts as ended."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return 0 if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X") else None
+        return 0 if sandbox.stat_fields(f"/proc/{pid}/stat")[0] in ("Z", "X") else None
     except (OSError, IndexError):
         return 0

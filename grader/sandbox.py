@@ -423,6 +423,14 @@ def _hide(hide: list[str], reveal: list[str]) -> list[str]:
     return hidden
 
 
+def stat_fields(path: str) -> list[str]:
+    """The fields of a /proc `stat` file (a process's or a thread's) after its command name, which may hold anything,
+    spaces and parentheses included: the list starts at the state (the file's field 3, so field k is [k - 3]).
+    Raises OSError when it cannot be read and IndexError when it has no name."""
+    with open(path) as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def uid_pids(uid: int) -> list[int]:
     """Every live process owned by uid."""
     out = []
@@ -430,9 +438,8 @@ def uid_pids(uid: int) -> list[int]:
         if entry.isdigit():
             try:
                 if os.stat(f"/proc/{entry}").st_uid == uid:
-                    with open(f"/proc/{entry}/stat") as f:
-                        if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                            out.append(int(entry))
+                    if stat_fields(f"/proc/{entry}/stat")[0] != "Z":
+                        out.append(int(entry))
             except (FileNotFoundError, ProcessLookupError, IndexError):
                 continue
     return out
@@ -472,12 +479,10 @@ def child_pids(pid: int) -> list[int]:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat_fields(f"/proc/{entry}/stat")
             if int(fields[1]) == pid and fields[0] != "Z":
                 kids.append(int(entry))
-        except (FileNotFoundError, ProcessLookupError, ValueError):
+        except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
             continue
     return kids
 
