@@ -116,7 +116,8 @@ class GraderService:
         `triton_key_once` (each slot's zygote computes Triton's key of itself, `triton.runtime.cache.triton_key`,
         before it forks a worker, `zygote._triton_key_once`, so that no worker reads and digests Triton's 415 MB
         library at its first kernel: 363-403 ms once a zygote on H200 run 128; off, no gain in round 1's rate
-        beside `seed_experts`, H200 run 129),
+        beside `seed_experts`, H200 run 129, nor alone: about 90 ms off each attempt's first call and none off its
+        grade's slot time, H100 run 141),
         `twin_apart` (a slot's kept workers, its expert twins among them, run on the cores no slot is given, not on
         its candidate's: why in `launcher.worker_cpus`; on one H100, H100 runs 136 and 137, the twin saw its gate open
         after 0.027 ms against 2.375 and the acceptance held every figure, but round 1's rate did not move; off until
