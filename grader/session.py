@@ -163,6 +163,13 @@ class Effort:
     (`sandbox["hang_watch"]`). On since grader 0.24.0: in the acceptance with it (H100 run 138) the hang ended in
     13.1 s, and none of the 582 other requests it watched had a reading equal to the one before, let alone 10 s of
     them; every figure held (`--without hang_watch`)."""
+    first_call_early: bool = False
+    """At the grade's first size, the attempt's first call (which compiles, and holds nothing) comes before the wait
+    for the task's reference worker (`reference_first`), not after it: that worker, started as the grade begins
+    (`start_ahead`), boots beside the attempt's load and its first call instead of before the call. Not where the task
+    makes the inputs (its worker draws them). H100 run 140: the slots waited for a task's worker 180 s over every
+    round, 10.3% of their time (103 task workers started, 2.1 s each to loaded), and the attempt's first call took
+    0.72 s at the median (`bench/gpu_acceptance.py --with first_call_early`)."""
     hang_idle_s: float = 10.0
     """How long the watched worker must move no count of work (`hang_watch`). In H100 run 138 no honest load or first
     call read the same twice in a row (0.2 s apart); the attempt's first call took 0.73 s at the median in run 136,
@@ -656,12 +663,20 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float, bool]:
     call is done. The expert's worker starts before the first hold."""
     worst = 0.0
     t = time.perf_counter()
-    # The task's reference worker starts (seconds: CUDA, the task's imports) before any hold on the device, which
-    # every timing loop would otherwise wait out; a start that fails fails again, and is reported, in `_reference`.
-    if g.effort.reference_first:
-        with _part(g, "reference's worker, kept or started"), \
-                contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
-            _reference_worker(g)
+
+    def reference_first() -> None:
+        """The task's reference worker starts (seconds: CUDA, the task's imports) before any hold on the device, which
+        every timing loop would otherwise wait out; a start that fails fails again, and is reported, in `_reference`."""
+        if g.effort.reference_first:
+            with _part(g, "reference's worker, kept or started"), \
+                    contextlib.suppress(OSError, wire.WireError, RuntimeError, ValueError):
+                _reference_worker(g)
+
+    # `Effort.first_call_early`: the attempt's first call, which needs nothing of the task's worker, runs before it is
+    # waited for (started ahead, it boots beside the attempt's load and that call)
+    wait_after_first = g.effort.first_call_early and g.first_call and not sz.given
+    if not wait_after_first:
+        reference_first()
     windows = g.effort.check_windows
     expert, check_ms, check_min_ms = None, 0.0, math.inf
     settled = []  # the device ms of each check call that neither compiled nor was let through its gate
@@ -711,6 +726,9 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float, bool]:
                 if compiling:
                     g.phases["compile"] += time.perf_counter() - t_call
                     t += time.perf_counter() - t_call
+            if wait_after_first:
+                wait_after_first = False
+                reference_first()
             if not compiling:
                 _note_parts(g, "check call" + first, reply)
                 g.gpu_lock.note(f"check call{first}: its device time", float(reply.get("ms") or 0.0) / 1e3)

@@ -702,6 +702,52 @@ def test_a_grade_started_ahead_starts_its_task_worker_once_on_a_thread_of_its_ow
         assert roles.count("task") == 1 and "expert" not in roles and "reference" not in roles, slot.live
 
 
+FIRST_CALL_SLOW = HONEST.replace("def run(x):\n", "import time\n_FIRST = [True]\ndef run(x):\n"
+                                 "    if _FIRST.pop() if _FIRST else False:\n        time.sleep(3.5)\n")
+
+
+def test_with_first_call_early_the_attempts_first_call_runs_while_its_tasks_worker_is_still_starting(service,
+                                                                                                    monkeypatch):
+    """`Effort.first_call_early` (opt-in): at the grade's first size the attempt's first call, which compiles and
+    needs nothing of the task's worker, runs before the grade waits for that worker (started ahead), so the slot waits
+    for the worker's start only where it outlasts the load and the call. Here the worker's start takes 3 s more than
+    it would (on its ahead thread) and the first call 3.5 s: without the part the slot waits those 3 s after the
+    load, with it hardly at all. A first call that raises ends the grade with the worker still starting, and the next
+    grade finds that worker kept and in step."""
+    import dataclasses
+    import threading
+    import time
+
+    slot = service.slots[0]
+    key = service.task(TASK).expert_key
+    spawn = slot._spawn
+
+    def slow_ahead(*args, **kwargs):
+        if threading.current_thread().name.startswith("slot0-ahead"):
+            time.sleep(3.0)
+        return spawn(*args, **kwargs)
+
+    monkeypatch.setattr(slot, "_spawn", slow_ahead)
+    part = "grade: reference's worker, kept or started"
+    waited = {}
+    for early in (True, False):
+        monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, first_call_early=early))
+        slot.drop_expert(key)
+        slot.drop_reference(key)
+        before = service.gpu_lock.stats()["purposes"].get(part, (0, 0.0))[1]
+        r = _grade(service, f"first_call_early_{early}", FIRST_CALL_SLOW)
+        assert r.status is Status.CORRECT, r.reason
+        waited[early] = service.gpu_lock.stats()["purposes"][part][1] - before
+    assert waited[True] < 0.5 and waited[False] > 1.5, waited
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, first_call_early=True))
+    slot.drop_expert(key)
+    slot.drop_reference(key)
+    r = _grade(service, "first_call_raises_early", "def run(x):\n    raise ValueError('at once')\n")
+    assert r.status is Status.RUNTIME_ERROR, r.reason
+    r = _grade(service, "after_it", HONEST)
+    assert r.status is Status.CORRECT, r.reason
+
+
 def test_an_attempts_first_call_that_raises_is_charged_to_its_compile_phase_as_its_part_is(service):
     """The attempt's first call is its own part (`session.COMPILING_CALL_PART`) and is charged to the compile phase,
     which the acceptance's table takes it out of once: so a first call that raises is in both too."""
