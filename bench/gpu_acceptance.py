@@ -108,11 +108,17 @@ def hang_watch_line(results: list[GradeResult]) -> str | None:
     watched = [(r, w) for r in results for w in (r.sandbox.get("hang_watch") or {}).values()]
     if not watched:
         return None
-    ended = [r for r in results if any(w.get("still") for w in (r.sandbox.get("hang_watch") or {}).values())]
+    ended = [(r, w) for r, w in watched if w.get("still")]
+
+    def last(w: dict) -> str:
+        """When the ended request's counts last moved, and what moved (`hangwatch.moved`), where recorded."""
+        return (f" (its last change {w['last_change_s']:.1f} s in: {', '.join(w.get('last_moved') or []) or '?'})"
+                if w.get("last_change_s") is not None else "")
+
     rest = sorted(w.get("longest_still_s", 0.0) for _, w in watched if not w.get("still"))
     return (f"  hang watch (Effort.hang_watch)\t{len(watched)} requests of {len({id(r) for r, _ in watched})} grades; "
             f"ended {len(ended)}: " + (", ".join(f"{r.attempt_id} {r.status.value} in {r.phase_seconds['total']:.1f} s"
-                                               for r in ended) or "none")
+                                               f"{last(w)}" for r, w in ended) or "none")
             + (f"; the others' longest still stretch median {statistics.median(rest):.2f} s, max {rest[-1]:.2f} s"
                if rest else ""))
 

@@ -34,6 +34,16 @@ MAX_THREADS = 256
 """A worker with more threads than this is taken as working, unread: its hang, if it is one, waits out the budget."""
 
 
+MANY = ("many threads",)
+"""How a mark of more than `MAX_THREADS` threads begins (`mark`)."""
+
+COUNTS = ("minor faults", "major faults", "children's user time", "children's system time")
+"""The stat counts a mark holds for each thread after its id (`mark`), by name for the record (`moved`)."""
+
+MOVED_SHOWN = 6
+"""The most differences between two marks a watch's record names (`moved`)."""
+
+
 def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
     """Process `pid`'s work as the kernel counts it: whether one of the threads the watch is for (its main thread,
     and each it started since `before`: the candidate's) runs, and a mark that moves with any work, None when the
@@ -46,7 +56,7 @@ def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
     if str(pid) not in now:
         return None
     if len(now) > MAX_THREADS:  # read as work: the watch's readings stay cheap whatever the candidate starts
-        return True, ("many threads", time.monotonic())
+        return True, (*MANY, time.monotonic())
     for tid in sorted(now):
         base = f"/proc/{pid}/task/{tid}"
         watched = tid == str(pid) or tid not in before
@@ -74,6 +84,33 @@ def mark(pid: int, before: set[str]) -> tuple[bool, tuple] | None:
     return running, tuple(counts)
 
 
+def moved(old: tuple, new: tuple, pid: int, before: set[str]) -> list[str]:
+    """What differs between two marks (`mark`), for the record: `<thread>: <what>`, the thread `main` (the worker's
+    main thread), `new` (started for the request) or `old` (the worker's before it, or its device driver's); at most
+    `MOVED_SHOWN` of them. A count of `/proc/.../status` or `io` is named by its field (`voluntary_ctxt_switches`,
+    `rchar`)."""
+    def who(tid: str) -> str:
+        return "main" if tid == str(pid) else "new" if tid not in before else "old"
+
+    if MANY in (old[1][:1], new[1][:1]):
+        return [f"more than {MAX_THREADS} threads"]
+    was = {entry[0]: entry for entry in old[1]}
+    out = ["running" if new[0] else "no longer running"] if old[0] != new[0] else []
+    for entry in new[1]:
+        tid = entry[0]
+        if entry[1:2] in (("working",), ("ended",)):
+            out.append(f"{who(tid)}: {'a live child, or running' if entry[1] == 'working' else 'ended'}")
+        elif tid not in was:
+            out.append(f"{who(tid)}: started")
+        else:
+            for k, (a, b) in enumerate(zip(was[tid][1:], entry[1:])):
+                if a != b:
+                    out.append(f"{who(tid)}: {COUNTS[k] if k < len(COUNTS) else bytes(b).split(b':')[0].decode()}")
+    if not any(entry[1:2] == ("working",) for entry in new[1]):  # a mark ends at the first thread at work
+        out += [f"{who(tid)}: gone" for tid in sorted(set(was) - {entry[0] for entry in new[1]})]
+    return out[:MOVED_SHOWN]
+
+
 @dataclass
 class Watch:
     """The watch of one request to a worker, made before it is sent: `wait` until its reply begins, or until the
@@ -88,6 +125,10 @@ class Watch:
     still: bool = False
     running: bool = False
     """Whether a watched thread ran at the last reading: a spin, where a wait that nothing ends has none running."""
+    last_change_s: float | None = None
+    """When its last change was read, from the watch's start."""
+    last_moved: list[str] = field(default_factory=list)
+    """What that change was (`moved`): H100 run 140's spin went still only 11 s in, from no count the record named."""
 
     before: set[str] = field(init=False)
     """The worker's threads as the watch is made, before the request is sent: those it starts for it are watched."""
@@ -98,7 +139,8 @@ class Watch:
     def wait(self, sock: socket.socket, timeout_s: float) -> bool:
         """True once `sock` has something to read, the counts cannot be read, or `timeout_s` has passed (the reply
         is then read as without the watch); False when the worker has moved no count of work for `idle_s`."""
-        t_end = time.monotonic() + timeout_s
+        t_start = time.monotonic()
+        t_end = t_start + timeout_s
         last, t_last = mark(self.pid, self.before), time.monotonic()
         while True:
             left = t_end - time.monotonic()
@@ -112,6 +154,8 @@ class Watch:
                 return True
             self.running = now_mark[0]
             if now_mark != last:  # it worked
+                self.last_moved = moved(last, now_mark, self.pid, self.before)
+                self.last_change_s = now - t_start
                 last, t_last = now_mark, now
                 self.changes += 1
             self.longest_still_s = max(self.longest_still_s, now - t_last)
@@ -122,4 +166,6 @@ class Watch:
     def record(self) -> dict:
         return {"idle_s": self.idle_s, "longest_still_s": round(self.longest_still_s, 3), "changes": self.changes,
                 "polls": self.polls, **({"unreadable": True} if self.unreadable else {}),
+                **({"last_change_s": round(self.last_change_s, 3), "last_moved": self.last_moved}
+                   if self.last_change_s is not None else {}),
                 **({"still": "spinning" if self.running else "waiting"} if self.still else {})}

@@ -137,6 +137,7 @@ def test_the_acceptance_names_what_the_watch_ended_and_how_still_the_rest_ran(gr
     assert "11 requests of 6 grades; ended 3: " in line, line  # a load that spins has no first call
     assert "spins in its call timeout in " in line and "spins as it loads timeout in " in line, line
     assert "waits on an event nothing sets timeout in " in line, line
+    assert line.count(" s in: ") == 3, line  # each ended one's last change, and what moved then
     assert "the others' longest still stretch median " in line, line
     assert hang_watch_line([]) is None
 
@@ -149,3 +150,25 @@ def test_a_worker_of_more_threads_than_the_watch_reads_is_taken_as_working(start
                   "daemon=True).start()\n" + SPIN)
     answered, took, watch = _wait(pid, 0.5, 2.0)
     assert answered and not watch.still and took >= 1.9
+
+
+def test_the_record_names_what_moved_last_and_when(started):
+    """What the last change was (`hangwatch.moved`), for a hang that went still late: here a main thread's writes."""
+    answered, _, watch = _wait(started(WORK), 0.5, 1.0)
+    record = watch.record()
+    assert answered and 0.0 < record["last_change_s"] <= 1.2, record
+    assert {"main: wchar", "main: syscw"} <= set(record["last_moved"]), record
+    assert "last_moved" not in hangwatch.Watch(started(SPIN), 1.0).record()  # nothing read yet, nothing named
+
+
+def test_moved_names_each_thread_by_its_place_and_each_count_by_its_field():
+    before = {"10", "11"}
+    old = (False, (("10", 5, 0, 0, 0, b"voluntary_ctxt_switches:\t3", b"rchar: 1"), ("11", 1, 0, 0, 0, b"rchar: 9")))
+    new = (True, (("10", 6, 0, 0, 0, b"voluntary_ctxt_switches:\t4", b"rchar: 1"), ("12", "ended")))
+    assert hangwatch.moved(old, new, 10, before) == ["running", "main: minor faults", "main: voluntary_ctxt_switches",
+                                                     "new: ended", "old: gone"]
+    started_one = (False, (*old[1], ("12", 0, 0, 0, 0)))
+    assert hangwatch.moved(old, started_one, 10, before) == ["new: started"]
+    working = (False, (old[1][0], ("11", "working", 1.0)))  # a mark ends at a thread at work: the rest is not gone
+    assert hangwatch.moved(old, working, 10, before) == ["old: a live child, or running"]
+    assert hangwatch.moved(old, (True, (*hangwatch.MANY, 1.0)), 10, before) == ["more than 256 threads"]
