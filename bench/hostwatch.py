@@ -21,6 +21,7 @@ its own, in the grading process (the service's parent, where every slot's thread
 """
 from __future__ import annotations
 
+import glob
 import os
 import statistics
 import threading
@@ -91,7 +92,10 @@ def host_profile(repeats: int = 5) -> dict:
     load average as the run starts, and the median milliseconds of a fixed single-threaded Python loop (`LOOP_N`
     additions): the parent's slot threads and every worker are Python on the host's cores. And the kernel's release:
     how soon a woken worker takes a core from another (a twin from its candidate, `launcher.worker_cpus`) is the
-    scheduler's, which changed with the kernel (EEVDF from Linux 6.6)."""
+    scheduler's, which changed with the kernel (EEVDF from Linux 6.6). And its NUMA nodes and whether it balances
+    them (`/proc/sys/kernel/numa_balancing`): balancing unmaps a running task's pages now and then to see where they
+    are used, so even a spin faults (`grader.hangwatch`: H100 run 142's spin moved its own minor faults and a switch
+    5.7 s into its call, run 140's about 11 s in)."""
     def loop() -> float:
         t = time.perf_counter()
         x = 0
@@ -102,14 +106,17 @@ def host_profile(repeats: int = 5) -> dict:
     times = sorted(loop() for _ in range(repeats))
     return {"cpu_model": cpu_model(_read("/proc/cpuinfo") or ""), "cpus": len(os.sched_getaffinity(0)),
             "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-            "python_loop_ms": round(times[len(times) // 2], 1), "kernel": os.uname().release}
+            "python_loop_ms": round(times[len(times) // 2], 1), "kernel": os.uname().release,
+            "numa_nodes": len(glob.glob("/sys/devices/system/node/node[0-9]*")),
+            "numa_balancing": (_read("/proc/sys/kernel/numa_balancing") or "?").strip()}
 
 
 def profile_line(profile: dict) -> str:
     """One line of `host_profile` for summary.txt's head."""
     return (f"host: {profile.get('cpu_model') or 'CPU model unknown'}, {profile.get('cpus')} cores, load "
             f"{profile.get('loadavg') or '?'} at the start, a fixed Python loop {profile.get('python_loop_ms')} ms, "
-            f"Linux {profile.get('kernel') or '?'}")
+            f"Linux {profile.get('kernel') or '?'}, NUMA nodes {profile.get('numa_nodes', '?')} (balancing "
+            f"{profile.get('numa_balancing', '?')})")
 
 
 class HostWatch:

@@ -169,7 +169,9 @@ class Effort:
     (`start_ahead`), boots beside the attempt's load and its first call instead of before the call. Not where the task
     makes the inputs (its worker draws them). H100 run 140: the slots waited for a task's worker 180 s over every
     round, 10.3% of their time (103 task workers started, 2.1 s each to loaded), and the attempt's first call took
-    0.72 s at the median (`bench/gpu_acceptance.py --with first_call_early`)."""
+    0.72 s at the median. H100 run 142, the acceptance with it: every figure held, the waits took 107 s against 180,
+    but that machine ran every part slower, so its rate wants an ABAB (`bench/gpu_acceptance.py --with
+    first_call_early`)."""
     hang_idle_s: float = 10.0
     """How long the watched worker must move no count of work (`hang_watch`). In H100 run 138 no honest load or first
     call read the same twice in a row (0.2 s apart); the attempt's first call took 0.73 s at the median in run 136,

@@ -55,7 +55,8 @@ def test_no_honest_kernel_is_stopped_at_the_clip_in_a_run_that_timed_them_in_ful
 def test_the_run_says_what_host_it_ran_on():
     """Round 1 took 91 s on H100 run 102's host and 111-125 s on runs 106-112's with the same code, and no record
     said what the hosts were: the acceptance's environment and summary head now carry the CPU's model, the cores,
-    the load, a fixed Python loop's time and the kernel's release (its scheduler's), read from this host."""
+    the load, a fixed Python loop's time, the kernel's release (its scheduler's) and its NUMA nodes and balancing,
+    read from this host."""
     from bench.hostwatch import cpu_model, host_profile, profile_line
 
     x86 = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t: fpu\n"
@@ -66,7 +67,11 @@ def test_the_run_says_what_host_it_ran_on():
     assert profile["cpu_model"] == cpu_model(pathlib.Path("/proc/cpuinfo").read_text())
     line = profile_line(profile)
     assert line.startswith(f"host: {profile['cpu_model'] or 'CPU model unknown'}, {profile['cpus']} cores, load ")
-    assert line.endswith(f"a fixed Python loop {profile['python_loop_ms']} ms, Linux {os.uname().release}")
+    numa = pathlib.Path("/proc/sys/kernel/numa_balancing")
+    balancing = numa.read_text().strip() if numa.exists() else "?"
+    assert line.endswith(f"a fixed Python loop {profile['python_loop_ms']} ms, Linux {os.uname().release}, NUMA nodes "
+                         f"{len(list(pathlib.Path('/sys/devices/system/node').glob('node[0-9]*')))} (balancing "
+                         f"{balancing})"), line
 
 
 def test_host_watch_reads_the_host_and_summarises_a_stretch():
