@@ -88,7 +88,7 @@ SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "inte
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
-OPT_IN = ("host_verify", "first_call_early")
+OPT_IN = ("host_verify", "first_call_early", "expert_early")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
 SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts", "triton_key_once", "twin_apart", "task_spares")

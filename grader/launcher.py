@@ -87,6 +87,8 @@ class WorkerConn:
     """The sizes an expert's worker has been called at (`session._expert_warmup`): its first call at one compiles."""
     planted: int = 0
     """The files of its expert's compiled kernels written into its Triton cache as it started (`Slot._plant`)."""
+    awaited: bool = False
+    """A message sent by `begin` whose reply has not been read yet: nothing else may be asked of the worker."""
 
     def request(self, msg: dict, timeout_s: float, payload: bytes = b"", fd: int | None = None,
                 window=None, patience_s: float = timing.GATE_PATIENCE_S, whole: bool = False,
@@ -106,6 +108,8 @@ class WorkerConn:
         the message, `Effort.traced_release`: its call is over and the device synchronised), its reply read after.
         `quiet(sock)`: called before an ungated call's reply is read, to wait for it (`session._quiet`,
         `Effort.hang_watch`)."""
+        if self.awaited:  # its reply would be read as this message's
+            raise wire.WireError(f"asked {msg.get('op')!r} while the reply to an earlier message was still awaited")
         self.sock.settimeout(max(timeout_s, 0.001))
         cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
         gated = bool(msg.get("gated")) and self.gate is not None
@@ -136,6 +140,27 @@ class WorkerConn:
                 self.sock.settimeout(max(timeout_s - (time.perf_counter_ns() - t0) / 1e9, 0.001))
             reply, payload = wire.recv(self.sock, cap)
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
+
+    def begin(self, msg: dict, timeout_s: float) -> Callable[[], tuple[dict, bytes, float]]:
+        """Send an ungated message now and read its reply later (`session._expert_early`): the function returned reads
+        it, in what is left of `timeout_s`, and (as `request`) returns (reply, payload, parent_ms). Until it has been
+        called the worker is asked nothing else (`request` refuses)."""
+        if msg.get("gated"):
+            raise ValueError("a gated call is let through its gate as it runs: `request` it")
+        cap = wire.REPLY_PAYLOAD_CAP.get(msg.get("op"), 0)
+        t0 = time.perf_counter_ns()
+        self._send(msg, b"", None)
+        self.awaited = True
+
+        def reply() -> tuple[dict, bytes, float]:
+            try:
+                self.sock.settimeout(max(timeout_s - (time.perf_counter_ns() - t0) / 1e9, 0.001))
+                got, payload = wire.recv(self.sock, cap)
+            finally:  # read, or the channel is broken and its worker is ended (`session._expert_reply`)
+                self.awaited = False
+            return got, payload, (time.perf_counter_ns() - t0) / 1e6
+
+        return reply
 
     def _send(self, msg: dict, payload: bytes, fd: int | None) -> None:
         if fd is not None:

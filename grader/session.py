@@ -172,6 +172,15 @@ class Effort:
     0.72 s at the median. H100 run 142, the acceptance with it: every figure held, the waits took 107 s against 180,
     but that machine ran every part slower, so its rate wants an ABAB (`bench/gpu_acceptance.py --with
     first_call_early`)."""
+    expert_early: bool = False
+    """The expert's first call at a size in its worker (which compiles its kernels there, holding nothing) is sent
+    before the size's first check call and read back before its worker is asked anything else (the reference's
+    answer for that call's verification), so that it compiles beside the candidate's call instead of after the
+    size's check calls (`_expert_early`; not at a size whose worker `first_call_early` has not waited for yet, nor
+    where the task makes the inputs, which its worker draws). Only the first check call's device time can see the
+    expert's kernels beside it; the size's fastest check call and its last, which the clip's witness and
+    `slow_checks_warm` read, come after. H100 run 142: 344 such calls, 339 ms a round trip (117 of its 1,836
+    slot-seconds), beside a size's first check call of 222 ms (`bench/gpu_acceptance.py --with expert_early`)."""
     hang_idle_s: float = 10.0
     """How long the watched worker must move no count of work (`hang_watch`). In H100 run 138 no honest load or first
     call read the same twice in a row (0.2 s apart); the attempt's first call took 0.73 s at the median in run 136,
@@ -700,6 +709,12 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float, bool]:
             return _hold(g, "check", purpose, f"check window: {label or purpose}") if windows else \
                 contextlib.nullcontext()
 
+        early = None  # `Effort.expert_early`: the expert's compiling call, sent now, read before the task's worker is
+        if g.effort.expert_early and windows and not sz.given and not wait_after_first:  # next asked anything
+            first_piece()
+            if sz.key not in expert.warmed:
+                early = _expert_early(g, expert, sz)
+        warmed_early = early is not None
         for i in range(g.effort.check_calls):
             seed = _seed(sz.plan.check_seed(i), lambda: derive_seed(g.seed, sz.key, "check", i))
             t_call = time.perf_counter()
@@ -724,10 +739,18 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float, bool]:
                                                                              "check call" + first):
                             reply = _cand_call(g, sz, seed, keep_inputs=True, tag="check",
                                                quiet=_quiet(g, "first call") if compiling else None)
+            except BaseException:
+                if early is not None:  # read all the same: the kept worker's channel stays in step for the next grade
+                    early(quietly=True)
+                raise
             finally:  # charged to compilation however it ended, as its part is (`part_lines` takes it out once)
                 if compiling:
                     g.phases["compile"] += time.perf_counter() - t_call
                     t += time.perf_counter() - t_call
+            if early is not None:  # charged to the expert phase, as the warm-up after the check calls is
+                with _part(g, "expert's warm-up"):
+                    t += early()
+                early = None
             if wait_after_first:
                 wait_after_first = False
                 reference_first()
@@ -747,7 +770,7 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float, bool]:
             if not v.ok:
                 raise _built_instead(g, Floor(Status.WRONG_OUTPUT, v.reason_code, f"size {sz.label}: {v.detail}"),
                                      "gave a wrong output")
-        if expert is not None:  # charged to the expert phase
+        if expert is not None and not warmed_early:  # charged to the expert phase
             with _part(g, "expert's warm-up"), \
                     contextlib.nullcontext() if sz.key not in expert.warmed else hold(label="expert's warm-up"):
                 # (a call that compiles: none)
@@ -1287,6 +1310,41 @@ def _expert_warmup(g: _Grade, expert: WorkerConn, sz: _Size) -> float:
     took = time.perf_counter() - t
     g.phases["expert"] += took
     return took
+
+
+def _expert_early(g: _Grade, expert: WorkerConn, sz: _Size) -> Callable[..., float]:
+    """`Effort.expert_early`: the expert's first call at a size, which compiles there, sent to its worker now (in no
+    window, as `_expert_warmup`'s compiling call); the function returned reads its reply, and must be called before
+    the worker is asked anything else (`WorkerConn.begin`). Charged to the expert phase, and to the grader's time,
+    is only what that read waits, which it returns. `quietly=True`: read on a grade's way out, its verdict no longer
+    the expert's to give (a worker that failed is dropped all the same)."""
+    t = time.perf_counter()
+    msg, _ = _expert_msg(g, sz, derive_seed(g.seed, sz.key, "expert-warmup"))  # not given: its worker draws them
+    try:
+        read: Callable | Exception = expert.begin(msg, EXPERT_TIMEOUT_S)
+    except (OSError, wire.WireError) as e:
+        read = e
+    expert.warmed.add(sz.key)
+    sent = time.perf_counter() - t
+
+    def collect(quietly: bool = False) -> float:
+        t_read = time.perf_counter()
+        try:
+            got = read() if callable(read) else read
+        except (OSError, wire.WireError) as e:
+            got = e
+        if quietly:
+            with contextlib.suppress(Floor):
+                _expert_reply(g, expert, sz, got)
+            return 0.0
+        reply = _expert_reply(g, expert, sz, got)
+        _note_parts(g, "expert warm-up, compiling, early" + (", its kernels planted" if expert.planted else ""), reply)
+        waited = sent + time.perf_counter() - t_read
+        g.phases["expert"] += waited
+        g.waited_s += waited
+        return waited
+
+    return collect
 
 
 def _expert_call(g: _Grade, expert: WorkerConn, sz: _Size, seed: int, keep: bool = False, gated: bool = False,

@@ -946,3 +946,63 @@ def test_warm_up_calls_released_before_their_checks_still_grade_and_judge(servic
     monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, warmup_release=False))
     r = _grade(service, "warmup_whole", HONEST)
     assert r.status is Status.CORRECT and r.sizes and heard == [], (r.reason, heard)
+
+
+RAISES_FIRST = "def run(x):\n    raise ValueError('at its first call')\n"
+
+
+def test_with_expert_early_the_experts_compiling_call_is_read_after_the_first_check_call_and_never_left_unread(
+        service, monkeypatch):
+    """`Effort.expert_early` (opt-in): at each size new to the task's worker the expert's compiling call is sent
+    before the size's first check call and read right after it (`session._expert_early`), in place of the warm-up
+    after the check calls; the grade is as without it. A candidate whose first call raises ends its grade with that
+    call sent: its reply is read on the way out, so the kept worker answers the next grade in step."""
+    import dataclasses
+
+    slot = service.slots[0]
+    key = service.task(TASK).expert_key
+    monkeypatch.setattr(service, "effort", dataclasses.replace(service.effort, expert_early=True))
+    stats = service.gpu_lock.stats
+
+    def counts() -> dict:
+        return {k: v[0] for k, v in stats()["purposes"].items() if k.startswith("expert warm-up")}
+
+    slot.drop_expert(key)
+    before = counts()
+    r = _grade(service, "expert_early_honest", HONEST)
+    assert r.status is Status.CORRECT, r.reason
+    after = counts()
+    early = "expert warm-up, compiling, early: round trip"
+    assert after.get(early, 0) - before.get(early, 0) == len(r.sizes), (before, after)
+    assert after.get("expert warm-up, compiling: round trip") == before.get("expert warm-up, compiling: round trip")
+    assert r.phase_seconds["expert"] > 0
+    slot.drop_expert(key)
+    r = _grade(service, "expert_early_raises", RAISES_FIRST)
+    assert r.status is Status.RUNTIME_ERROR, r.reason
+    conn = slot._kept[f"task:{key}"]
+    assert not conn.awaited
+    r = _grade(service, "expert_early_after", HONEST)
+    assert r.status is Status.CORRECT, r.reason
+    assert slot._kept[f"task:{key}"] is conn  # the same kept worker, in step
+
+
+def test_a_worker_with_a_reply_awaited_is_asked_nothing_else(service):
+    """`WorkerConn.begin`: until the reply it awaits is read, `request` refuses, so no reply is read as another's."""
+    from grader import wire
+
+    slot = service.slots[0]
+    conn = slot.task("awaited@1", HONEST, HONEST, None, 60.0)
+    try:
+        specs = [{"shape": [4, 8], "dtype": "float32", "dist": "normal", "mean": [0.0, 0.0], "std": [1, 1],
+                  "low": 0.0, "high": 1.0}]
+        call = {"op": "call", "specs": specs, "seed": 3, "out_nbytes": 4 * 8 * 4, "keep_inputs": False,
+                "tag": "check", "trace": False, "gated": False}
+        read = conn.begin(call, 60.0)
+        with pytest.raises(wire.WireError, match="still awaited"):
+            conn.request(call, 60.0)
+        reply, _, _ = read()
+        assert reply["ok"] and not conn.awaited, reply
+        again, _, _ = conn.request(call, 60.0)
+        assert again["ok"], again
+    finally:
+        slot.drop_reference("awaited@1")
