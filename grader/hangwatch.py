@@ -127,8 +127,9 @@ class Watch:
     """Whether a watched thread ran at the last reading: a spin, where a wait that nothing ends has none running."""
     last_change_s: float | None = None
     """When its last change was read, from the watch's start."""
-    last_moved: list[str] = field(default_factory=list)
-    """What that change was (`moved`): H100 run 140's spin went still only 11 s in, from no count the record named."""
+    last_change: tuple | None = None
+    """The two marks of that change, named in the record (`moved`): H100 run 140's spin went still only 11 s in, from
+    no count the record named."""
 
     before: set[str] = field(init=False)
     """The worker's threads as the watch is made, before the request is sent: those it starts for it are watched."""
@@ -154,8 +155,7 @@ class Watch:
                 return True
             self.running = now_mark[0]
             if now_mark != last:  # it worked
-                self.last_moved = moved(last, now_mark, self.pid, self.before)
-                self.last_change_s = now - t_start
+                self.last_change, self.last_change_s = (last, now_mark), now - t_start
                 last, t_last = now_mark, now
                 self.changes += 1
             self.longest_still_s = max(self.longest_still_s, now - t_last)
@@ -166,6 +166,6 @@ class Watch:
     def record(self) -> dict:
         return {"idle_s": self.idle_s, "longest_still_s": round(self.longest_still_s, 3), "changes": self.changes,
                 "polls": self.polls, **({"unreadable": True} if self.unreadable else {}),
-                **({"last_change_s": round(self.last_change_s, 3), "last_moved": self.last_moved}
-                   if self.last_change_s is not None else {}),
+                **({"last_change_s": round(self.last_change_s, 3),
+                    "last_moved": moved(*self.last_change, self.pid, self.before)} if self.last_change else {}),
                 **({"still": "spinning" if self.running else "waiting"} if self.still else {})}

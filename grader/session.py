@@ -668,7 +668,8 @@ def _check_size(g: _Grade, sz: _Size) -> tuple[float, float, float, bool]:
     """Fully verified calls; the worst error seen, the device ms of the last call (`Effort.slow_loops`) and of the
     fastest (`clip_witnessed`; the attempt's first call, which compiles, included: it is never the fastest), and
     whether two or more of them were slow by their own device work (`Effort.slow_checks_warm`). The
-    attempt's first call compiles, under no hold; the expert's first call at the size (`_expert_warmup`) runs last.
+    attempt's first call compiles, under no hold; the expert's first call at the size (`_expert_warmup`) runs last
+    (with `Effort.expert_early`, one that compiles runs beside the size's first check call: `_expert_early`).
     With `Effort.check_windows` each call, each piece of each verification and the expert's call take a check window
     of their own (but an expert's call that compiles: none); else they share one shared hold, taken once the first
     call is done. The expert's worker starts before the first hold."""
