@@ -1,6 +1,6 @@
 """Shared fixtures: repository paths, a small subset of the demo corpus, isolated project settings.
 
-The suite runs on pytest-xdist workers (`-n 3 --dist loadgroup` in pyproject.toml): `pytest_collection_modifyitems`
+The suite runs on pytest-xdist workers (`-n 2 --dist loadgroup` in pyproject.toml): `pytest_collection_modifyitems`
 below keeps the tests that share an expensive fixture on one worker and starts the longest groups first, and
 `release_project` is materialised once per session however many workers ask for it."""
 from __future__ import annotations
