@@ -105,7 +105,7 @@ def moved(old: tuple, new: tuple, pid: int, before: set[str]) -> list[str]:
         else:
             for k, (a, b) in enumerate(zip(was[tid][1:], entry[1:])):
                 if a != b:
-                    out.append(f"{who(tid)}: {COUNTS[k] if k < len(COUNTS) else bytes(b).split(b':')[0].decode()}")
+                    out.append(f"{who(tid)}: {COUNTS[k] if k < len(COUNTS) else b.split(b':')[0].decode()}")
     if not any(entry[1:2] == ("working",) for entry in new[1]):  # a mark ends at the first thread at work
         out += [f"{who(tid)}: gone" for tid in sorted(set(was) - {entry[0] for entry in new[1]})]
     return out[:MOVED_SHOWN]

@@ -137,9 +137,13 @@ class WorkerConn:
         else:
             if quiet is not None:  # it may take what it likes of the request's timeout, and no more
                 quiet(self.sock)
-                self.sock.settimeout(max(timeout_s - (time.perf_counter_ns() - t0) / 1e9, 0.001))
-            reply, payload = wire.recv(self.sock, cap)
+            reply, payload = self._recv_left(cap, timeout_s, t0)
         return reply, payload, (time.perf_counter_ns() - t0) / 1e6
+
+    def _recv_left(self, cap: int, timeout_s: float, t0: int) -> tuple[dict, bytes]:
+        """The reply to a message sent at `t0` (`perf_counter_ns`), read in what is left of its `timeout_s`."""
+        self.sock.settimeout(max(timeout_s - (time.perf_counter_ns() - t0) / 1e9, 0.001))
+        return wire.recv(self.sock, cap)
 
     def begin(self, msg: dict, timeout_s: float) -> Callable[[], tuple[dict, bytes, float]]:
         """Send an ungated message now and read its reply later (`session._expert_early`): the function returned reads
@@ -154,8 +158,7 @@ class WorkerConn:
 
         def reply() -> tuple[dict, bytes, float]:
             try:
-                self.sock.settimeout(max(timeout_s - (time.perf_counter_ns() - t0) / 1e9, 0.001))
-                got, payload = wire.recv(self.sock, cap)
+                got, payload = self._recv_left(cap, timeout_s, t0)
             finally:  # read, or the channel is broken and its worker is ended (`session._expert_reply`)
                 self.awaited = False
             return got, payload, (time.perf_counter_ns() - t0) / 1e6
@@ -687,18 +690,24 @@ class Slot:
         """The spare, when it started for `memory_limit_mb` and is alive; else None (a spare for another limit, or
         dead, is ended)."""
         conn, limit = self._joined_spare()
-        if conn is None:
-            return None
-        if limit != memory_limit_mb or _alive(conn.pid) is not None:
-            self._kill(conn, conn.uid)
-            return None
-        if self.config["cpus"]:
+        conn = self._taken(conn, "candidate", usable=limit == memory_limit_mb)
+        if conn is not None and self.config["cpus"]:
             try:
                 pin_threads(conn.pid, self.config["cpus"])
             except OSError:
                 self._kill(conn, conn.uid)
                 return None
-        self.live[conn.pid] = "candidate"
+        return conn
+
+    def _taken(self, conn: WorkerConn | None, role: str, usable: bool = True) -> WorkerConn | None:
+        """A joined spare (`_joined`), taken as a worker of `role` (so named in `live`) when it is alive and `usable`;
+        else ended (under its own uid), and None."""
+        if conn is None:
+            return None
+        if not usable or _alive(conn.pid) is not None:
+            self._kill(conn, conn.uid if role == "candidate" else None)
+            return None
+        self.live[conn.pid] = role
         return conn
 
     def _spawn(self, timeout_s: float, memory_limit_mb: int | None, *, role: str, uid: int | None,
@@ -962,14 +971,7 @@ class Slot:
     def _take_task_spare(self) -> WorkerConn | None:
         """The spare task worker (`task_spares`), alive, as the worker a task must start; None if there is none or it
         has died (then ended). The caller moves it onto its role's cores and loads the task into it."""
-        conn = self._joined_task_spare()
-        if conn is None:
-            return None
-        if _alive(conn.pid) is not None:
-            self._kill(conn, None)
-            return None
-        self.live[conn.pid] = "task"
-        return conn
+        return self._taken(self._joined_task_spare(), "task")
 
     def _plant(self, conn: WorkerConn, role: str, kernels: dict[str, bytes], timeout_s: float) -> None:
         """`_keep`'s `kernels`, written into the new worker's own Triton cache (`Worker._plant`); noted with the files
