@@ -86,6 +86,12 @@ def demo_subset(tmp_path_factory: pytest.TempPathFactory, demo_files: tuple[Path
     return out / "attempts.jsonl", out / "malformed.jsonl"
 
 
+TEST_REPLAY_SETTINGS = "isolated,compute_hog"
+"""The contention replay of a test's release: isolated and one co-tenant (whose stop `cotenants_stopped` checks), not
+all five, each of which starts programs that import torch (16.6 s of a 45 s release on two cores, 2026-12-07). The
+five, with their real co-tenants, are tests/pipelines/grading/test_contention.py's."""
+
+
 def project_env(root: Path, inputs: tuple[Path, ...]) -> dict[str, str]:
     """Environment of an isolated project: its own state dir, splits dir, DAGSTER_HOME and inputs."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELTRAJ_") and k != "DAGSTER_HOME"}
@@ -96,6 +102,7 @@ def project_env(root: Path, inputs: tuple[Path, ...]) -> dict[str, str]:
         # Both passes fork from a zygote here: a fresh interpreter per attempt costs seconds on CPU.
         "KERNELTRAJ_REVALIDATION_MODE": "zygote",
         "KERNELTRAJ_TIMEOUT_S": "60",
+        "KERNELTRAJ_REPLAY_SETTINGS": TEST_REPLAY_SETTINGS,
         "DAGSTER_HOME": str(root / "dagster_home"),
     })
     return env

@@ -85,7 +85,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from assets import ASSETS
-    from pipelines.defs.definitions import RELEASE_JOB, build_defs
+    from pipelines.defs.definitions import RELEASE_JOB, build_defs, release_run_config
 
     settings = settings_from_args(args)
     missing = [p for p in settings.inputs if not Path(p).is_file()]
@@ -105,7 +105,8 @@ def cmd_release(args: argparse.Namespace) -> int:
           f"  inputs    {', '.join(settings.inputs)}\n  warehouse {settings.warehouse_path}\n"
           f"  dagster   {home}", file=sys.stderr)
     # Dagster's own console logger would print every event; the listener above shows the stages instead.
-    run_config = {"loggers": {"console": {"config": {"log_level": "CRITICAL" if not args.verbose else "DEBUG"}}}}
+    run_config = {**release_run_config(settings),
+                  "loggers": {"console": {"config": {"log_level": "CRITICAL" if not args.verbose else "DEBUG"}}}}
     result = job.execute_in_process(instance=instance, run_id=run_id, raise_on_error=False, run_config=run_config,
                                     tags={RUN_TAG_PID: str(os.getpid()), RUN_TAG_HOST: socket.gethostname()})
     progress._close_bar()

@@ -15,13 +15,26 @@ from pipelines.defs.resources import AttemptSources, PublishGate, ReleaseTarget,
 RELEASE_JOB = "release_job"
 PUBLISH_JOB = "publish_job"
 
-release_job = dg.define_asset_job(
-    RELEASE_JOB,
-    # Everything except publishing, which leaves the machine and runs only when asked.
-    selection=dg.AssetSelection.all() - dg.AssetSelection.assets(*PUBLISH_ASSETS),
-    description="Materialise a complete dataset release: ingest, grade, trajectories, recheck, splits, "
-                "accounting and the parquet + dataset card, with every asset check.",
-)
+
+def release_run_config(settings: Settings) -> dict:
+    """The release's run config as the settings choose it (the contention replay's sharing settings); empty: every
+    asset's own defaults."""
+    if not settings.replay_settings:
+        return {}
+    return {"ops": {"contention_replay": {"config": {"settings": list(settings.replay_settings)}}}}
+
+
+def release_job_for(settings: Settings) -> dg.UnresolvedAssetJobDefinition:
+    """The release job, its run config defaulting to `release_run_config` (the launchpad starts from it)."""
+    return dg.define_asset_job(
+        RELEASE_JOB,
+        # Everything except publishing, which leaves the machine and runs only when asked.
+        selection=dg.AssetSelection.all() - dg.AssetSelection.assets(*PUBLISH_ASSETS),
+        description="Materialise a complete dataset release: ingest, grade, trajectories, recheck, splits, "
+                    "accounting and the parquet + dataset card, with every asset check.",
+        config=release_run_config(settings) or None,
+    )
+
 
 publish_job = dg.define_asset_job(
     PUBLISH_JOB,
@@ -42,7 +55,7 @@ def build_defs(settings: Settings) -> dg.Definitions:
     return dg.Definitions(
         assets=[*ASSETS, *PUBLISH_ASSETS],
         asset_checks=CHECKS,
-        jobs=[release_job, publish_job],
+        jobs=[release_job_for(settings), publish_job],
         resources={
             "warehouse": Warehouse(path=str(settings.warehouse_path)),
             "grader": backend_from(settings),

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT, checkpoint_pair
+from tests.conftest import REPO_ROOT, TEST_REPLAY_SETTINGS, checkpoint_pair
 
 SOURCES = ("pyproject.toml", "README.md", "pipelines", "assets", "grader", "sql", "demo", "dagster_home")
 """What a wheel is built from (a copy: a build leaves build/ and *.egg-info beside its sources)."""
@@ -87,7 +87,7 @@ def test_an_installed_kerneltraj_makes_a_release_outside_a_checkout(venv, tmp_pa
     env = _bare_env(KERNELTRAJ_INPUTS=os.pathsep.join([str(attempts), str(malformed)]),
                     KERNELTRAJ_CHECKPOINTS=os.pathsep.join(str(where / "checkpoints" / f)
                                                            for f in ("baseline.jsonl", "treatment.jsonl")),
-                    KERNELTRAJ_REVALIDATION_MODE="zygote")
+                    KERNELTRAJ_REVALIDATION_MODE="zygote", KERNELTRAJ_REPLAY_SETTINGS=TEST_REPLAY_SETTINGS)
     before = sorted(p.name for p in REPO_ROOT.iterdir())
     release = _run([str(venv / "bin" / "kerneltraj"), "release"], cwd=where, env=env, timeout=900)
     assert "written to" in release.stderr

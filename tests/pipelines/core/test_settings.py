@@ -105,3 +105,22 @@ def test_the_compile_cache_setting_reaches_the_grading_backend(tmp_path):
     assert s.compile_cache == "off" and backend_from(s).compile_cache == "off"
     assert backend_from(s, revalidation=True).compile_cache == "off"
     assert Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path)}).compile_cache == ""
+
+
+def test_the_replay_settings_reach_the_release_jobs_config_and_an_unknown_one_is_named(tmp_path):
+    import pytest
+
+    from pipelines.core.settings import SettingsError
+    from pipelines.defs.definitions import RELEASE_JOB, build_defs, release_run_config
+
+    s = Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path),
+                           "KERNELTRAJ_REPLAY_SETTINGS": " compute_hog,isolated"})
+    assert s.replay_settings == ("compute_hog", "isolated")
+    config = {"ops": {"contention_replay": {"config": {"settings": ["compute_hog", "isolated"]}}}}
+    assert release_run_config(s) == config
+    assert build_defs(s).resolve_job_def(RELEASE_JOB).run_config == config  # the launchpad starts from it
+    everything = Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path)})
+    assert everything.replay_settings == () and release_run_config(everything) == {}
+    assert not build_defs(everything).resolve_job_def(RELEASE_JOB).run_config
+    with pytest.raises(SettingsError, match=r"names 'latency', .*isolated, compute_hog, membw_hog, time_sliced"):
+        Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path), "KERNELTRAJ_REPLAY_SETTINGS": "isolated,latency"})
