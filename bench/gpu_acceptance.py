@@ -91,7 +91,7 @@ builders, on the service's default)."""
 OPT_IN = ("host_verify", "first_call_early", "expert_early")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts", "triton_key_once", "twin_apart", "task_spares")
+SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts", "triton_key_once", "twin_apart")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 

@@ -511,7 +511,7 @@ class Slot:
                  address_space_mb: int | None = None, boot_timeout_s: float = 180.0, defer_ready: bool = False,
                  slots: int = 1, reference_arena: bool = True, own_root: bool = True, launch_gate: bool = True,
                  output_arena: bool = True, spares: bool = False, kept_tasks: int = 2, task_workers: bool = False,
-                 triton_key_once: bool = False, twin_apart: bool = False, task_spares: bool = False):
+                 triton_key_once: bool = False, twin_apart: bool = False):
         if mode not in ("zygote", "fresh"):
             raise ValueError(f"unknown worker mode {mode!r}; use 'zygote' or 'fresh'")
         self.index, self.mode, self.device = index, mode, device
@@ -542,12 +542,6 @@ class Slot:
         self.max_kept = 2 * max(1, kept_tasks)
         """Expert and reference workers kept (`_kept_or_started`): those of the `kept_tasks` tasks used last. Each holds
         a device context; grading attempts grouped by task keeps a slot's own tasks few (`GraderService.keep_tasks`)."""
-        self.task_spares = task_spares
-        """A task's worker (`task`) that must start is the slot's spare task worker, booted while earlier work ran, and
-        the next such spare starts as it is taken (`_take_task_spare`); the service's `task_spares`."""
-        self._task_spare: tuple[threading.Thread, list] | None = None  # its thread, its result
-        self._task_spare_lock = threading.Lock()  # a start ahead may take or start one on a thread of its own
-        self._task_spares_started = 0
         self._keeping: dict[str, threading.Lock] = {}  # per kept worker's name: one start of it at a time
         self._kept_lock = threading.Lock()  # `_kept` as one: a start ahead (`start_ahead`) keeps on a thread of its own
         self._ahead: list[threading.Thread] = []
@@ -653,29 +647,17 @@ class Slot:
     def _start_spare(self, memory_limit_mb: int | None, uid: int | None) -> None:
         if self._closing or self._spare is not None:
             return
-        self._spare = (*self._boot("spare", memory_limit_mb, "candidate", uid), memory_limit_mb)
-
-    def _boot(self, name: str, memory_limit_mb: int | None, role: str, uid: int | None
-              ) -> tuple[threading.Thread, list]:
-        """A spare worker of `role` starting now on a thread of its own (`_spawn(spare=True)`: on the cores no slot is
-        given); the thread, and the list its worker lands in, or what its start raised (`_joined`)."""
         box: list = []
 
         def start() -> None:
             try:
-                box.append(self._spawn(self.boot_timeout_s, memory_limit_mb, role=role, uid=uid, spare=True))
-            except Exception as e:  # noqa: BLE001 - a spare that failed is not used: a worker is started instead
+                box.append(self._spawn(self.boot_timeout_s, memory_limit_mb, role="candidate", uid=uid, spare=True))
+            except Exception as e:  # noqa: BLE001 - a spare that failed is not used: the next grade spawns its own
                 box.append(e)
 
-        thread = threading.Thread(target=start, name=f"slot{self.index}-{name}", daemon=True)
+        thread = threading.Thread(target=start, name=f"slot{self.index}-spare", daemon=True)
+        self._spare = (thread, box, memory_limit_mb)
         thread.start()
-        return thread, box
-
-    @staticmethod
-    def _joined(thread: threading.Thread, box: list) -> WorkerConn | None:
-        """A spare's worker once its start is over (`_boot`); None if it failed."""
-        thread.join()
-        return box[0] if box and isinstance(box[0], WorkerConn) else None
 
     def _joined_spare(self) -> tuple[WorkerConn | None, int | None]:
         """The spare once its start-up is done (None if it failed, or there is none) and the limit it started for;
@@ -683,31 +665,26 @@ class Slot:
         if self._spare is None:
             return None, None
         thread, box, limit = self._spare
+        thread.join()
         self._spare = None
-        return self._joined(thread, box), limit
+        return (box[0] if box and isinstance(box[0], WorkerConn) else None), limit
 
     def _take_spare(self, memory_limit_mb: int | None) -> WorkerConn | None:
         """The spare, when it started for `memory_limit_mb` and is alive; else None (a spare for another limit, or
         dead, is ended)."""
         conn, limit = self._joined_spare()
-        conn = self._taken(conn, "candidate", usable=limit == memory_limit_mb)
-        if conn is not None and self.config["cpus"]:
+        if conn is None:
+            return None
+        if limit != memory_limit_mb or _alive(conn.pid) is not None:
+            self._kill(conn, conn.uid)
+            return None
+        if self.config["cpus"]:
             try:
                 pin_threads(conn.pid, self.config["cpus"])
             except OSError:
                 self._kill(conn, conn.uid)
                 return None
-        return conn
-
-    def _taken(self, conn: WorkerConn | None, role: str, usable: bool = True) -> WorkerConn | None:
-        """A joined spare (`_joined`), taken as a worker of `role` (so named in `live`) when it is alive and `usable`;
-        else ended (under its own uid), and None."""
-        if conn is None:
-            return None
-        if not usable or _alive(conn.pid) is not None:
-            self._kill(conn, conn.uid if role == "candidate" else None)
-            return None
-        self.live[conn.pid] = role
+        self.live[conn.pid] = "candidate"
         return conn
 
     def _spawn(self, timeout_s: float, memory_limit_mb: int | None, *, role: str, uid: int | None,
@@ -724,9 +701,8 @@ class Slot:
         if config["cpus"]:
             config = dict(config, cpus=worker_cpus(self.index, self.slots, role, spare=spare, aside=aside,
                                                    twin_apart=self.twin_apart))
-        if spare:  # a candidate's spare under the other candidate uid; a task's spare, one of several alive at once
-            config = dict(config, fallback_scratch=f"{config['fallback_scratch']}-u{uid}" if role == "candidate" else
-                          f"{config['fallback_scratch']}-spare{self._task_spares_started}")
+        if spare:
+            config = dict(config, fallback_scratch=f"{config['fallback_scratch']}-u{uid}")
         t_start = time.perf_counter()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         a_ours, a_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -775,7 +751,7 @@ class Slot:
             except (OSError, wire.WireError):
                 self._kill(conn, None)
                 raise
-        started = f"worker start, {(f'{role} spare' if role != 'candidate' else 'spare') if spare else role}"
+        started = f"worker start, {'spare' if spare else role}"
         parts = hello.get("boot_parts_ms") if isinstance(hello.get("boot_parts_ms"), dict) else {}
         for part, ms in (("sandbox", hello.get("sandbox_ms")), ("boot", hello.get("boot_ms")),
                          *((f"boot's {k}", v) for k, v in sorted(parts.items()))):
@@ -905,11 +881,8 @@ class Slot:
                 return conn
         if conn is not None:
             self._kill(conn, None)
-        spare = self._take_task_spare() if role == "task" and self.task_spares else None
-        conn = spare or self._spawn(timeout_s, None, role=role, uid=None, aside=aside)
-        if role == "task" and self.task_spares:
-            self._start_task_spare()
-        if (aside or spare) and self.config["cpus"]:  # onto the cores its role runs on (apart: where it booted)
+        conn = self._spawn(timeout_s, None, role=role, uid=None, aside=aside)
+        if aside and self.config["cpus"]:  # onto the cores its role runs on (apart: where it booted)
             try:
                 pin_threads(conn.pid, worker_cpus(self.index, self.slots, role, twin_apart=self.twin_apart))
             except OSError:
@@ -949,29 +922,6 @@ class Slot:
         for old in evicted:  # each holds a device context and its flush buffer
             self._kill(old, None)
         return conn
-
-    def _start_task_spare(self) -> None:
-        """Boot the slot's next spare task worker (`task_spares`) on a thread of its own, on the cores no slot is given,
-        if it has none: a worker of the task role that has run nothing but the worker's own start-up (CUDA, its
-        imports, its gate), as a task's worker has when its hello arrives, under the uid every task's worker of the
-        slot runs under (`UID_ROLE`)."""
-        with self._task_spare_lock:
-            if self._closing or self._task_spare is not None:
-                return
-            self._task_spares_started += 1
-            self._task_spare = self._boot("task-spare", None, "task", None)
-
-    def _joined_task_spare(self) -> WorkerConn | None:
-        """The spare task worker once its start-up is done (None if it failed, or there is none); the slot holds none
-        after."""
-        with self._task_spare_lock:
-            spare, self._task_spare = self._task_spare, None
-        return None if spare is None else self._joined(*spare)
-
-    def _take_task_spare(self) -> WorkerConn | None:
-        """The spare task worker (`task_spares`), alive, as the worker a task must start; None if there is none or it
-        has died (then ended). The caller moves it onto its role's cores and loads the task into it."""
-        return self._taken(self._joined_task_spare(), "task")
 
     def _plant(self, conn: WorkerConn, role: str, kernels: dict[str, bytes], timeout_s: float) -> None:
         """`_keep`'s `kernels`, written into the new worker's own Triton cache (`Worker._plant`); noted with the files
@@ -1102,9 +1052,6 @@ class Slot:
         spare, _ = self._joined_spare()
         if spare is not None:
             self._kill(spare, spare.uid)
-        task_spare = self._joined_task_spare()
-        if task_spare is not None:
-            self._kill(task_spare, None)
         for name in list(self._kept):
             self._drop(name)
         if self._out_arena is not None:

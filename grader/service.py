@@ -77,7 +77,7 @@ class GraderService:
                  keep_size_memory: bool = True, nice_builds: bool = False,
                  task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = True,
                  seed_experts: bool = False, triton_key_once: bool = False, twin_apart: bool = False,
-                 hang_watch: bool = True, task_spares: bool = False):
+                 hang_watch: bool = True):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -122,10 +122,6 @@ class GraderService:
         its candidate's: why in `launcher.worker_cpus`; on one H100, H100 runs 136 and 137, the twin saw its gate open
         after 0.027 ms against 2.375 and the acceptance held every figure, but round 1's rate did not move; off until
         an ABAB over every round has measured it),
-        `task_spares` (each slot keeps one task worker booted ahead, `Slot._take_task_spare`, so a task new to the
-        slot loads its code into that worker instead of waiting for a CUDA start: H100 run 142 waited 107 s of
-        its 1,836 slot-seconds for task workers even with `first_call_early`, 104 started at 1.7 s each to their
-        hello; one device context more a slot; off until a GPU run has measured it),
         `task_workers` (a task whose expert and reference come from one author gets one kept worker a slot for both,
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
@@ -217,8 +213,7 @@ class GraderService:
                            defer_ready=True, slots=workers, reference_arena=reference_arena, own_root=own_root,
                            launch_gate=launch_gate, output_arena=output_arena,
                            spares=cuda if spare_workers is None else spare_workers, kept_tasks=self.kept_tasks,
-                           task_workers=task_workers, triton_key_once=triton_key_once, twin_apart=twin_apart,
-                           task_spares=task_spares)
+                           task_workers=task_workers, triton_key_once=triton_key_once, twin_apart=twin_apart)
                       for i in range(workers)]
         for slot in self.slots:  # every zygote imports torch at once, not one after the other
             slot.await_ready()

@@ -12,7 +12,6 @@ import pytest
 from grader.catalogue import load_catalogue
 from grader.contract import GradeRequest, Status
 from grader.session import SealedTask
-from tests.grader.sources import HONEST_SOFTMAX
 
 ROOT = os.geteuid() == 0
 
@@ -148,35 +147,3 @@ def test_what_the_expert_of_a_task_worker_reports_is_not_held_against_its_refere
         (conn,) = svc.slots[0]._kept.values()
         assert any("/root/.bashrc" in line for line in conn.audit_lines), conn.audit_lines  # it did reach
     assert r.status is Status.CORRECT and r.sandbox["task_worker"] is True, (r.status, r.reason)
-
-
-def test_with_task_spares_a_new_tasks_worker_is_the_spare_booted_ahead_and_the_next_one_boots_then():
-    """`GraderService(task_spares=True)` (opt-in): the slot's first task worker starts as ever and a spare task worker
-    boots after it; the next task new to the slot takes that spare (the same process, its code loaded into it, graded
-    as ever), and another spare boots. Closing the slot ends the spare too."""
-    from grader.service import GraderService
-
-    with GraderService(workers=1, task_workers=True, task_spares=True) as svc:
-        slot = svc.slots[0]
-        first = svc.grade_one(GradeRequest(attempt_id="first", task_id="gelu_fp32", source=GELU, language="pytorch"))
-        assert first.status is Status.CORRECT, first.reason
-        thread, box = slot._task_spare
-        thread.join(60)
-        spare = box[0]
-        assert slot.live[spare.pid] == "spare" and spare.role == "task" and spare.spare, (slot.live, spare)
-        softmax = svc.grade_one(GradeRequest(attempt_id="second", task_id="softmax_rows_fp32",
-                                             source=HONEST_SOFTMAX, language="pytorch"))
-        assert softmax.status is Status.CORRECT, softmax.reason
-        kept = slot._kept[f"task:{svc.task('softmax_rows_fp32').expert_key}"]
-        assert kept is spare and slot.live[spare.pid] == "task", (kept, spare)
-        assert slot._task_spare is not None  # the next one, booting or booted
-        thread, box = slot._task_spare
-        thread.join(60)
-        following = box[0]
-        assert following.pid != spare.pid and slot.live[following.pid] == "spare"
-        stats = svc.gpu_lock.stats()["purposes"]
-        assert stats["worker start, task spare: to its hello and gate"][0] == 2, stats
-        assert stats["worker start, task: to its hello and gate"][0] == 1, stats  # the first task's, before any spare
-    from grader.launcher import _alive
-
-    assert following.pid not in slot.live and _alive(following.pid) == 0, slot.live
