@@ -87,8 +87,9 @@ class Settings:
     os.pathsep-separated; default the demo's)."""
     replay_settings: tuple[str, ...] = ()
     """Sharing settings the contention replay runs (KERNELTRAJ_REPLAY_SETTINGS, comma-separated names of
-    `pipelines.grading.replay.Setting`; isolated always runs first); empty: all five. A release's run config
-    (`contention_replay`'s `settings`) still overrides it."""
+    `pipelines.grading.replay.Setting`, checked where the release's run config is made: `defs.release_run_config`;
+    isolated always runs first); empty: all five. A release's own run config (`contention_replay`'s `settings`)
+    still overrides it."""
 
     @staticmethod
     def from_env(env: dict[str, str] | None = None) -> "Settings":
@@ -118,7 +119,7 @@ class Settings:
             compile_cache=env.get("KERNELTRAJ_COMPILE_CACHE", ""),
             device_records=str(_path(env.get("KERNELTRAJ_DEVICE_RECORDS")) or ""),
             checkpoints=_paths(env.get("KERNELTRAJ_CHECKPOINTS")) or demo_checkpoints(),
-            replay_settings=_replay_settings(env.get("KERNELTRAJ_REPLAY_SETTINGS", "")),
+            replay_settings=tuple(n.strip() for n in env.get("KERNELTRAJ_REPLAY_SETTINGS", "").split(",") if n.strip()),
         )
 
     @staticmethod
@@ -155,19 +156,6 @@ def _number(env: dict[str, str], name: str, default: str, kind: type, least: flo
         raise SettingsError(f"{name}={text!r} is not a {'whole ' if kind is int else ''}number of at least "
                             f"{least:g}; set it to one, or unset it for the default {default}")
     return value
-
-
-def _replay_settings(text: str) -> tuple[str, ...]:
-    from pipelines.grading.replay import Setting
-
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    known = [s.value for s in Setting]
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise SettingsError(f"KERNELTRAJ_REPLAY_SETTINGS={text!r} names {', '.join(map(repr, unknown))}, which the "
-                            f"contention replay does not know; use a comma-separated subset of {', '.join(known)}, "
-                            "or unset it for all five")
-    return names
 
 
 def _path(value: str | None) -> Path | None:

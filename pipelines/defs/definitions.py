@@ -9,7 +9,8 @@ import dagster as dg
 
 from assets import ASSETS, CHECKS, PUBLISH_ASSETS
 from pipelines.publishing.hub import HubPublisher
-from pipelines.core.settings import Settings
+from pipelines.core.settings import Settings, SettingsError
+from pipelines.grading.replay import Setting
 from pipelines.defs.resources import AttemptSources, PublishGate, ReleaseTarget, Warehouse, backend_from
 
 RELEASE_JOB = "release_job"
@@ -21,6 +22,12 @@ def release_run_config(settings: Settings) -> dict:
     asset's own defaults."""
     if not settings.replay_settings:
         return {}
+    known = [s.value for s in Setting]
+    unknown = [n for n in settings.replay_settings if n not in known]
+    if unknown:
+        raise SettingsError(f"KERNELTRAJ_REPLAY_SETTINGS={','.join(settings.replay_settings)!r} names "
+                            f"{', '.join(map(repr, unknown))}, which the contention replay does not know; use a "
+                            f"comma-separated subset of {', '.join(known)}, or unset it for all five")
     return {"ops": {"contention_replay": {"config": {"settings": list(settings.replay_settings)}}}}
 
 

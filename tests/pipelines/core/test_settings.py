@@ -122,5 +122,6 @@ def test_the_replay_settings_reach_the_release_jobs_config_and_an_unknown_one_is
     everything = Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path)})
     assert everything.replay_settings == () and release_run_config(everything) == {}
     assert not build_defs(everything).resolve_job_def(RELEASE_JOB).run_config
+    wrong = Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path), "KERNELTRAJ_REPLAY_SETTINGS": "isolated,latency"})
     with pytest.raises(SettingsError, match=r"names 'latency', .*isolated, compute_hog, membw_hog, time_sliced"):
-        Settings.from_env({"KERNELTRAJ_STATE_DIR": str(tmp_path), "KERNELTRAJ_REPLAY_SETTINGS": "isolated,latency"})
+        build_defs(wrong)
