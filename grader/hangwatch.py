@@ -137,15 +137,16 @@ class Watch:
     def __post_init__(self) -> None:
         self.before = thread_ids(self.pid)
 
-    def wait(self, sock: socket.socket, timeout_s: float) -> bool:
-        """True once `sock` has something to read, the counts cannot be read, or `timeout_s` has passed (the reply
-        is then read as without the watch); False when the worker has moved no count of work for `idle_s`."""
+    def wait(self, sock: socket.socket, timeout_s: float, also: socket.socket | None = None) -> bool:
+        """True once `sock` (or `also`) has something to read, the counts cannot be read, or `timeout_s` has passed (the
+        reply is then read as without the watch); False when the worker has moved no count of work for `idle_s`."""
         t_start = time.monotonic()
         t_end = t_start + timeout_s
         last, t_last = mark(self.pid, self.before), time.monotonic()
+        socks = [sock] if also is None else [sock, also]
         while True:
             left = t_end - time.monotonic()
-            if left <= 0 or select.select([sock], [], [], min(POLL_S, left))[0]:
+            if left <= 0 or select.select(socks, [], [], min(POLL_S, left))[0]:
                 return True
             now_mark = mark(self.pid, self.before)
             now = time.monotonic()

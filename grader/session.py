@@ -2047,18 +2047,27 @@ def _request(conn: WorkerConn, msg: dict, remaining, payload: bytes = b"", fd: i
 
 def _quiet(g: _Grade, what: str):
     """What waits for the reply to `what` (the attempt's load, or its first call) under `Effort.hang_watch`
-    (`WorkerConn.request(quiet=)`): a timeout once the worker has moved no count of work for `Effort.hang_idle_s`.
+    (`WorkerConn.request(quiet=)`): a timeout once the worker has moved no count of work for `Effort.hang_idle_s`,
+    and the grade's floor at the first line its audit channel carries (a reach, a thread, a hook: any line floors the
+    grade however the call ends, `_check_guards` and the grade's end, so the rest of a compile is not waited for).
     None with the watch off."""
     if not g.effort.hang_watch:
         return None
     watch = g.hang_watched[what] = hangwatch.Watch(g.conn.pid, g.effort.hang_idle_s)
 
     def wait(sock) -> None:
-        if not watch.wait(sock, g.remaining()):
-            how = "spun" if watch.running else "waited for what nothing did"
-            raise Floor(Status.TIMEOUT, Reason.TIMEOUT,
-                        f"its {what} made no progress for {watch.idle_s:.0f} s of its {g.req.timeout_s:.0f} s budget: "
-                        f"its worker {how}, and faulted in, read, wrote and started nothing")
+        audit = g.conn.audit
+        while True:
+            if not watch.wait(sock, g.remaining(), also=audit):
+                how = "spun" if watch.running else "waited for what nothing did"
+                raise Floor(Status.TIMEOUT, Reason.TIMEOUT,
+                            f"its {what} made no progress for {watch.idle_s:.0f} s of its {g.req.timeout_s:.0f} s "
+                            f"budget: its worker {how}, and faulted in, read, wrote and started nothing")
+            if audit is None:
+                return
+            if g.conn.drain_audit():  # any line floors the grade: the first says why, as it would after the reply
+                raise _audit_floor(g.conn.audit_lines[0])
+            audit = None  # nothing on it: the reply woke the wait, or the channel closed (read no more; its end judges)
     return wait
 
 

@@ -95,6 +95,12 @@ ATTEMPTS = {  # name: (source, status, the reason's words)
 }
 BUDGET_S = {"polls forever": 6.0}
 """A hang that moves its counts (each sleep a switch) is no spin to the watch: it ends at its budget, not later."""
+REACHES_THEN_WORKS = ("import threading\nimport time\nimport torch\n\ndef run(x):\n"
+                      "    threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+                      "    t = time.monotonic()\n    while time.monotonic() - t < 12:\n        time.sleep(0.02)\n"
+                      "    return x\n")
+"""A first call that starts a thread, which its audit channel reports at once, then works on for 12 s (each sleep a
+switch: no hang)."""
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +109,7 @@ def graded():
     with GraderService(mode="zygote", workers=1, effort=effort) as svc:
         yield {name: svc.grade_one(GradeRequest(attempt_id=name, task_id="softmax_rows_fp32", source=src,
                                                 language="pytorch", timeout_s=BUDGET_S.get(name, 45.0)))
-               for name, (src, _, _) in ATTEMPTS.items()}
+               for name, (src, _, _) in {**ATTEMPTS, "reaches then works": (REACHES_THEN_WORKS, None, None)}.items()}
 
 
 @pytest.mark.parametrize("name", list(ATTEMPTS))
@@ -132,8 +138,18 @@ def test_on_by_default_and_off_nothing_is_watched():
     assert r.status is Status.CORRECT and "hang_watch" not in r.sandbox
 
 
+def test_a_line_on_the_audit_channel_floors_the_grade_without_waiting_for_the_call(graded):
+    """Any line the worker's audit channel carries floors the grade however the call ends (`_check_guards`), so the
+    watch of a compiling call ends it at the first: the call here would have run 12 s more (H100 and CPU alike, a
+    cheat compiled by inductor took 15.7 s on two cores to be flagged for the thread it started)."""
+    r = graded["reaches then works"]
+    assert (r.status, r.reason_code) == (Status.CHEAT_FLAGGED, Reason.THREADS), (r.status, r.reason)
+    assert r.reason.startswith("the candidate started a thread"), r.reason
+    assert r.phase_seconds["total"] < 8.0, r.phase_seconds
+
+
 def test_the_acceptance_names_what_the_watch_ended_and_how_still_the_rest_ran(graded):
-    line = hang_watch_line(list(graded.values()))
+    line = hang_watch_line([r for name, r in graded.items() if name in ATTEMPTS])
     assert "11 requests of 6 grades; ended 3: " in line, line  # a load that spins has no first call
     assert "spins in its call timeout in " in line and "spins as it loads timeout in " in line, line
     assert "waits on an event nothing sets timeout in " in line, line
