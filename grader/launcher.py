@@ -50,6 +50,11 @@ def claim_uid() -> tuple[int, int]:
 _REPO = Path(__file__).resolve().parent.parent
 
 
+AUDIT_DRAIN_CAP = 1 << 20
+"""Bytes `WorkerConn.drain_audit` reads from an audit channel at most in one call (the channel's lines are about 100
+bytes each, and one floors a candidate)."""
+
+
 @dataclass
 class WorkerConn:
     """A live worker for one attempt."""
@@ -283,13 +288,19 @@ class WorkerConn:
         return len(self.drain_audit()) if self.role == "task" else 0
 
     def drain_audit(self) -> list[str]:
-        while True:
+        """Every line the worker's audit channel has carried, read now, at most `AUDIT_DRAIN_CAP` bytes a call: any line
+        floors a candidate's grade, so a candidate that writes to its channel faster than it is read (a reach in a
+        loop, on a thread of its own) cannot hold the parent here; what is left is read by the next call, or ends with
+        the worker."""
+        taken = 0
+        while taken < AUDIT_DRAIN_CAP:
             r, _, _ = select.select([self.audit], [], [], 0)
             if not r:
                 break
             data = self.audit.recv(1 << 16)
             if not data:
                 break
+            taken += len(data)
             self.audit_lines.extend(line for line in data.decode("utf-8", "replace").splitlines() if line)
         return self.audit_lines
 

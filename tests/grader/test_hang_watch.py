@@ -188,3 +188,32 @@ def test_moved_names_each_thread_by_its_place_and_each_count_by_its_field():
     working = (False, (old[1][0], ("11", "working", 1.0)))  # a mark ends at a thread at work: the rest is not gone
     assert hangwatch.moved(old, working, 10, before) == ["old: a live child, or running"]
     assert hangwatch.moved(old, (True, (*hangwatch.MANY, 1.0)), 10, before) == ["more than 256 threads"]
+
+
+def test_a_flooded_audit_channel_is_read_a_bounded_share_at_a_time():
+    """The watch drains the audit channel while the candidate runs: a process that writes raw bytes to it without end
+    must not grow the parent's lines without bound, nor hold its read, in one drain (without the cap one drain here
+    read about 19.5 MB, 1.95 million lines, in 0.14 s)."""
+    import os
+
+    from grader.launcher import AUDIT_DRAIN_CAP, WorkerConn
+
+    ours, theirs = socket.socketpair()
+    flood = subprocess.Popen([sys.executable, "-c", "import os, sys, time\nfd = int(sys.argv[1])\n"
+                              "chunk = b'sandbox\\tx\\n' * 6554\nend = time.monotonic() + 20\n"
+                              "while time.monotonic() < end:\n    os.write(fd, chunk)\n", str(theirs.fileno())],
+                             pass_fds=(theirs.fileno(),))
+    try:
+        time.sleep(0.3)
+        conn = WorkerConn(sock=ours, audit=ours, pid=os.getpid())
+        t0 = time.monotonic()
+        lines = conn.drain_audit()
+        took = time.monotonic() - t0
+    finally:
+        flood.kill()
+        flood.wait()
+        ours.close()
+        theirs.close()
+    assert lines and lines[0] == "sandbox\tx"
+    assert sum(len(line) + 1 for line in lines) <= min(AUDIT_DRAIN_CAP + (1 << 16), 2 << 20), len(lines)
+    assert took < 2.0, took
