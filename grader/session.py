@@ -13,6 +13,7 @@ import math
 import os
 import random
 import secrets
+import select
 import socket
 import time
 from dataclasses import dataclass, field
@@ -2063,11 +2064,11 @@ def _quiet(g: _Grade, what: str):
                 raise Floor(Status.TIMEOUT, Reason.TIMEOUT,
                             f"its {what} made no progress for {watch.idle_s:.0f} s of its {g.req.timeout_s:.0f} s "
                             f"budget: its worker {how}, and faulted in, read, wrote and started nothing")
-            if audit is None:
+            if audit is not None:
+                _audit_check(g.conn)
+            if audit is None or select.select([sock], [], [], 0)[0]:
                 return
-            if g.conn.drain_audit():  # any line floors the grade: the first says why, as it would after the reply
-                raise _audit_floor(g.conn.audit_lines[0])
-            audit = None  # nothing on it: the reply woke the wait, or the channel closed (read no more; its end judges)
+            audit = None  # woken by a channel that closed, with nothing on it: read no more (the grade's end judges)
     return wait
 
 
@@ -2151,9 +2152,7 @@ def _oom(g: _Grade, text: str) -> Floor:
 def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
     """Checks made after every reply: from outside the candidate's interpreter (its audit channel, its
     threads and processes), and what the worker's own checks found (interpreter state, signal handlers)."""
-    audit = conn.drain_audit()
-    if audit:
-        raise _audit_floor(audit[0])
+    _audit_check(conn)
     if conn.audit_target is not None and sandbox.fd_target(conn.pid, conn.hello["audit_fd"]) != conn.audit_target:
         raise Floor(Status.CHEAT_FLAGGED, Reason.AUDIT_CHANNEL,
                     "replaced or closed the worker's audit channel, which reports its reaches")
@@ -2174,6 +2173,12 @@ def _check_guards(conn: WorkerConn, reply: dict, slot: Slot) -> None:
               if p != conn.pid]
     if others:
         raise Floor(Status.CHEAT_FLAGGED, Reason.THREADS, f"{len(others)} process(es) left running after the call")
+
+
+def _audit_check(conn: WorkerConn) -> None:
+    """The floor of a candidate whose audit channel has carried any line: its first line says why."""
+    if conn.drain_audit():
+        raise _audit_floor(conn.audit_lines[0])
 
 
 def _audit_floor(line: str) -> Floor:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from pipelines.core import import_registry as reg
 from pipelines.core.settings import Settings, demo_dir
 from tests.conftest import REPO_ROOT
@@ -108,8 +110,6 @@ def test_the_compile_cache_setting_reaches_the_grading_backend(tmp_path):
 
 
 def test_the_replay_settings_reach_the_release_jobs_config_and_an_unknown_one_is_named(tmp_path):
-    import pytest
-
     from pipelines.core.settings import SettingsError
     from pipelines.defs.definitions import RELEASE_JOB, build_defs, release_run_config
 
