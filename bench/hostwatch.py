@@ -5,7 +5,9 @@ A timed call's round trip on the H200 was 34 ms for 0.07 ms of kernels (run 53),
 the parent's slot threads and their workers. So the acceptance run samples the host twice a second from a thread of
 its own, in the grading process (the service's parent, where every slot's thread runs):
 
-- the share of the host's CPUs busy (`/proc/stat`), and runnable threads (`/proc/loadavg`);
+- the share of the host's CPUs busy (`/proc/stat`), and runnable threads (`/proc/loadavg`); and the share the
+  hypervisor gave to other machines (`steal`), which the busy share holds too: H200 run 147's host ran a fixed loop in
+  134-145 ms as two runs of an ABAB started and in 76-78 ms as the two between them did, and nothing said why;
 - the cores the parent uses (its `/proc/self/stat`) and the workers by role (`roles`: pid -> "slot N role");
 - how late a thread of the parent wakes from a 0.5 ms sleep: what each slot thread waits for the GIL and a core
   after every reply, before it can open the next gate or give back its window;
@@ -35,11 +37,14 @@ ROLES_EVERY = 4
 _HZ = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_jiffies(text: str) -> tuple[int, int]:
-    """(busy, total) jiffies from `/proc/stat`'s first line: idle and iowait are not busy."""
+def cpu_jiffies(text: str) -> tuple[int, int, int]:
+    """(busy, total, stolen) jiffies from `/proc/stat`'s first line: idle and iowait are not busy; stolen (its eighth
+    field, `steal`: time the hypervisor ran something else while this machine's CPUs had work) is inside busy, as the
+    slots wait through it too."""
     fields = [int(x) for x in text.split("\n", 1)[0].split()[1:]]
+    fields += [0] * (8 - len(fields))  # a kernel too old to count steal
     total = sum(fields[:8])  # guest time is already inside user
-    return total - fields[3] - fields[4], total
+    return total - fields[3] - fields[4], total, fields[7]
 
 
 def proc_cpu_s(stat: str) -> float:
@@ -103,19 +108,33 @@ def host_profile(repeats: int = 5) -> dict:
             x += i
         return (time.perf_counter() - t) * 1e3
 
+    before = _read("/proc/stat")
     times = sorted(loop() for _ in range(repeats))
+    stolen = steal_share(before, _read("/proc/stat"))
     return {"cpu_model": cpu_model(_read("/proc/cpuinfo") or ""), "cpus": len(os.sched_getaffinity(0)),
             "loadavg": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-            "python_loop_ms": round(times[len(times) // 2], 1), "kernel": os.uname().release,
+            "python_loop_ms": round(times[len(times) // 2], 1),
+            **({"loop_steal_pct": round(100 * stolen, 1)} if stolen is not None else {}), "kernel": os.uname().release,
             "numa_nodes": len(glob.glob("/sys/devices/system/node/node[0-9]*")),
             "numa_balancing": (_read("/proc/sys/kernel/numa_balancing") or "?").strip()}
 
 
+def steal_share(before: str | None, after: str | None) -> float | None:
+    """The share of the host's CPU time the hypervisor gave to others between two `/proc/stat` readings; None
+    without both or without time between them."""
+    if before is None or after is None:
+        return None
+    (_, t0, s0), (_, t1, s1) = cpu_jiffies(before), cpu_jiffies(after)
+    return (s1 - s0) / (t1 - t0) if t1 > t0 else None
+
+
 def profile_line(profile: dict) -> str:
     """One line of `host_profile` for summary.txt's head."""
+    stolen = (f" ({profile['loop_steal_pct']:g}% of the CPUs' time stolen meanwhile)" if "loop_steal_pct" in profile
+              else "")
     return (f"host: {profile.get('cpu_model') or 'CPU model unknown'}, {profile.get('cpus')} cores, load "
-            f"{profile.get('loadavg') or '?'} at the start, a fixed Python loop {profile.get('python_loop_ms')} ms, "
-            f"Linux {profile.get('kernel') or '?'}, NUMA nodes {profile.get('numa_nodes', '?')} (balancing "
+            f"{profile.get('loadavg') or '?'} at the start, a fixed Python loop {profile.get('python_loop_ms')} ms"
+            f"{stolen}, Linux {profile.get('kernel') or '?'}, NUMA nodes {profile.get('numa_nodes', '?')} (balancing "
             f"{profile.get('numa_balancing', '?')})")
 
 
@@ -153,9 +172,9 @@ class HostWatch:
                 t = time.perf_counter()
                 time.sleep(PROBE_SLEEP_S)
                 late.append(time.perf_counter() - t - PROBE_SLEEP_S)
-            busy, total = cpu_jiffies(stat)
+            busy, total, stolen = cpu_jiffies(stat)
             meminfo = _read("/proc/meminfo")
-            now = {"t": time.perf_counter(), "busy": busy, "total": total, "parent_s": proc_cpu_s(me),
+            now = {"t": time.perf_counter(), "busy": busy, "total": total, "stolen": stolen, "parent_s": proc_cpu_s(me),
                    "late_ms": [1e3 * x for x in late],
                    "runnable": int((_read("/proc/loadavg") or "0 0 0 0/0").split()[3].split("/")[0])}
             if last is not None:
@@ -163,6 +182,7 @@ class HostWatch:
                 by_role = (self.device_roles() if self.device_roles is not None
                            and len(self.samples) % ROLES_EVERY == 0 else None)
                 self.samples.append({"t": now["t"], "busy": (now["busy"] - last["busy"]) / span if span else 0.0,
+                                     "stolen": (now["stolen"] - last["stolen"]) / span if span else 0.0,
                                      "parent_cores": (now["parent_s"] - last["parent_s"]) / (now["t"] - last["t"]),
                                      "late_ms": now["late_ms"], "runnable": now["runnable"],
                                      "device_used": self.device_used() if self.device_used is not None else None,
@@ -188,6 +208,7 @@ class HostWatch:
         cores = os.cpu_count() or 1
         late = [x for s in rows for x in s["late_ms"]]
         busy = [s["busy"] for s in rows]
+        stolen = [s.get("stolen", 0.0) for s in rows]
         parent = [s["parent_cores"] for s in rows]
         run = [float(s["runnable"]) for s in rows]
         used = [s["device_used"] / 2**30 for s in rows if s.get("device_used") is not None]
@@ -203,8 +224,9 @@ class HostWatch:
             device.append(f"  {label}\thost memory available (GiB) median {statistics.median(free):.1f}, min "
                           f"{min(free):.1f}, of {host[0][1] / 2**30:.1f}")
         return [f"  {label}\t{len(rows)} samples over {t_to - t_from:.0f} s; host CPUs busy (of {cores}) median "
-                f"{100 * statistics.median(busy):.0f}%, p90 {100 * q(busy, 0.9):.0f}%; runnable threads median "
-                f"{statistics.median(run):.0f}, p90 {q(run, 0.9):.0f}",
+                f"{100 * statistics.median(busy):.0f}%, p90 {100 * q(busy, 0.9):.0f}% (stolen by the hypervisor "
+                f"median {100 * statistics.median(stolen):.1f}%, p90 {100 * q(stolen, 0.9):.1f}%); runnable threads "
+                f"median {statistics.median(run):.0f}, p90 {q(run, 0.9):.0f}",
                 f"  {label}\tparent (the slots' threads) cores used median {statistics.median(parent):.2f}, p90 "
                 f"{q(parent, 0.9):.2f}; a parent thread woke late from a {1e3 * PROBE_SLEEP_S:.1f} ms sleep by "
                 f"median {statistics.median(late):.3f} ms, p90 {q(late, 0.9):.3f}, p99 {q(late, 0.99):.3f}"] + device

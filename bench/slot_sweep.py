@@ -41,12 +41,16 @@ from bench.gpu_acceptance import effort_fields  # noqa: E402
 from bench.recorded import jsonl_lines  # noqa: E402
 
 COLUMNS = ("run", "slots", "attempts", "tasks", "round 1 s", "per GPU-hour", "graded again", "slot-s a grade",
-           "expert/reference/task CUDA start s", "lock windows/draws/idle s", "device GiB max", "statuses")
+           "expert/reference/task CUDA start s", "lock windows/draws/idle s", "device GiB max",
+           "host's loop ms", "round 1 CPUs busy/stolen %", "statuses")
 """The table's columns, read from each run's summary (`read_summary`) and grades. "graded again": the tries the
 grader failed (`infra_error`) that the acceptance graded again, as the pipeline's client does (its
 grades_retried.jsonl). The attempts and the rate count verdicts only (an infra_error judges nothing): until the
 acceptance graded them again (after H100 run 102), a try it failed counted, and the column then gave the rate without
-them (H100 run 100's 8 slots on a full device ended 9 of 36 so, quickly)."""
+them (H100 run 100's 8 slots on a full device ended 9 of 36 so, quickly). "host's loop ms": the host's fixed Python
+loop as the run started (`bench/hostwatch.host_profile`), and "round 1 CPUs busy/stolen %" the host watch's medians
+over round 1, the share the hypervisor gave to others apart: the host's speed moves the rate (H200 run 147's A runs
+started at 134-145 ms, its B runs at 76-78), so an ABAB's rows say what each run had."""
 
 
 KEPT_ROLES = ("expert", "reference", "task")
@@ -103,6 +107,15 @@ def read_summary(text: str) -> dict:
     m = re.search(r"round 1\tdevice memory used \(GiB\) median [\d.]+, p90 [\d.]+, max ([\d.]+)", text)
     if m:
         out["device_gib_max"] = float(m.group(1))
+    m = re.search(r"a fixed Python loop ([\d.]+) ms", text)  # the host's speed as the run started
+    if m:
+        out["host_loop_ms"] = float(m.group(1))
+    m = re.search(r"round 1\t\d+ samples over [\d.]+ s; host CPUs busy \(of \d+\) median (\d+)%, p90 \d+%"
+                  r"(?: \(stolen by the hypervisor median ([\d.]+)%)?", text)
+    if m:
+        out["cpu_busy_pct"] = int(m.group(1))
+        if m.group(2) is not None:
+            out["stolen_pct"] = float(m.group(2))
     return out
 
 
@@ -117,7 +130,8 @@ def row(name: str, figures: dict, statuses: dict, again: int = 0) -> list[str]:
             get("slot_s_per_grade", "{:.2f}"),
             "/".join(f"{starts[r]:.2f}" if r in starts else "-" for r in KEPT_ROLES),
             "/".join(f"{lock[k]:.1f}" if k in lock else "-" for k in ("window", "draws_held", "idle")),
-            get("device_gib_max", "{:.1f}"),
+            get("device_gib_max", "{:.1f}"), get("host_loop_ms", "{:.1f}"),
+            f"{get('cpu_busy_pct')}/{get('stolen_pct', '{:.1f}')}",
             ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "-"]
 
 

@@ -67,9 +67,14 @@ def test_the_run_says_what_host_it_ran_on():
     assert profile["cpu_model"] == cpu_model(pathlib.Path("/proc/cpuinfo").read_text())
     line = profile_line(profile)
     assert line.startswith(f"host: {profile['cpu_model'] or 'CPU model unknown'}, {profile['cpus']} cores, load ")
+    # the share of the CPUs' time the hypervisor gave to others while the loop ran: H200 run 147's host ran it in
+    # 134-145 ms as two runs started and in 76-78 as the two between them did, and nothing said why
+    stolen = f" ({profile['loop_steal_pct']:g}% of the CPUs' time stolen meanwhile)"
+    assert 0 <= profile["loop_steal_pct"] <= 100 and stolen in line
     numa = pathlib.Path("/proc/sys/kernel/numa_balancing")
     balancing = numa.read_text().strip() if numa.exists() else "?"
-    assert line.endswith(f"a fixed Python loop {profile['python_loop_ms']} ms, Linux {os.uname().release}, NUMA nodes "
+    assert line.endswith(f"a fixed Python loop {profile['python_loop_ms']} ms{stolen}, Linux {os.uname().release}, "
+                         f"NUMA nodes "
                          f"{len(list(pathlib.Path('/sys/devices/system/node').glob('node[0-9]*')))} (balancing "
                          f"{balancing})"), line
 
@@ -80,9 +85,14 @@ def test_host_watch_reads_the_host_and_summarises_a_stretch():
     import os
     import time
 
-    from bench.hostwatch import HostWatch, cpu_jiffies, host_memory, proc_cpu_s
+    from bench.hostwatch import HostWatch, cpu_jiffies, host_memory, proc_cpu_s, steal_share
 
-    assert cpu_jiffies("cpu  100 5 20 800 50 3 2 0 0 0\ncpu0 1 2 3\n") == (130, 980)
+    assert cpu_jiffies("cpu  100 5 20 800 50 3 2 0 0 0\ncpu0 1 2 3\n") == (130, 980, 0)
+    # steal (the eighth field) is busy time too, and counted apart; a kernel that lists fewer fields has none
+    assert cpu_jiffies("cpu  100 5 20 800 50 3 2 40 0 0\n") == (170, 1020, 40)
+    assert cpu_jiffies("cpu  100 5 20 800 50 3 2\n") == (130, 980, 0)
+    assert steal_share("cpu  100 5 20 800 50 3 2 40 0 0\n", "cpu  150 5 20 830 50 3 2 60 0 0\n") == 0.2
+    assert steal_share(None, "cpu  1 1 1 1 1 1 1 1\n") is None and steal_share("cpu 1\n", "cpu 1\n") is None
     assert host_memory("MemTotal:  131072000 kB\nMemFree: 1 kB\nMemAvailable:   65536000 kB\n") == (
         65536000 * 1024, 131072000 * 1024) and host_memory("MemTotal: 1 kB\n") is None
     hz = os.sysconf("SC_CLK_TCK")
@@ -96,6 +106,7 @@ def test_host_watch_reads_the_host_and_summarises_a_stretch():
     assert len(watch.samples) >= 3
     cores, late, host = watch.lines(t0, time.perf_counter(), "run")
     assert "host CPUs busy" in cores and "woke late" in late and "host memory available (GiB)" in host, host
+    assert "(stolen by the hypervisor median " in cores and all(0 <= s["stolen"] <= 1 for s in watch.samples)
     assert all(s["late_ms"] and min(s["late_ms"]) > -0.1 for s in watch.samples)
     assert watch.lines(0.0, 1.0, "before") == ["  before\tno samples"]
     # With the device's memory in use sampled (NVML's readings on the GPU; here readings as H200 run 65's device

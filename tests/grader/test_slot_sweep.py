@@ -21,8 +21,9 @@ def test_a_summary_gives_the_sweeps_figures_as_the_h100_printed_them():
     assert got["cuda_start_s"] == pytest.approx({"expert": 0.90118, "reference": 1.24211})
     assert got["lock"] == {"window": 20.1, "draws_held": 42.3, "idle": 6.8}
     assert got["device_gib_max"] == 74.2
+    assert "host_loop_ms" not in got and got["cpu_busy_pct"] == 38  # run 90 came before the host's line
     line = row("w6", got, {"correct": 25, "timeout": 1})
-    assert line[5] == "2457" and line[6] == "0" and line[8] == "0.90/1.24/-" and line[11] == "correct 25, timeout 1"
+    assert line[5] == "2457" and line[6] == "0" and line[8] == "0.90/1.24/-" and line[13] == "correct 25, timeout 1"
     # the tries the grader failed, graded again (H100 run 100's 8 slots ended 9 of 36 infra_error)
     assert row("w8", dict(got, attempts=27, rate=2097), {"correct": 27}, again=9)[6] == "9"
 
@@ -33,7 +34,22 @@ def test_a_summary_without_a_figure_leaves_it_out_and_the_row_says_so():
     assert got["slots"] == 12 and got["rate"] == 1794 and "tasks" not in got
     assert row("w12", got, {})[3] == "-"
     assert read_summary("") == {}
-    assert row("w6", {}, {}) == ["w6", "-", "-", "-", "-", "-", "0", "-", "-/-/-", "-/-/-", "-", "-"]
+    assert row("w6", {}, {}) == ["w6", "-", "-", "-", "-", "-", "0", "-", "-/-/-", "-/-/-", "-", "-", "-/-", "-"]
+
+
+def test_a_summary_gives_the_hosts_speed_and_how_busy_its_cpus_were_in_round_1():
+    """The host's fixed loop as the run started and its CPUs' busy share over round 1 (H100 run 145: 153.8 ms, 59%),
+    and with the share the hypervisor took, once the summary gives it: H200 run 147's ABAB ran its A runs on a host
+    twice as slow as its B runs, and the table did not say so."""
+    got = read_summary((RUNS / "2026-12-07-h100-run145" / "acc" / "summary.txt").read_text())
+    assert got["host_loop_ms"] == 153.8 and got["cpu_busy_pct"] == 59 and "stolen_pct" not in got
+    assert row("w6", got, {})[11:13] == ["153.8", "59/-"]
+    stolen = "  round 1\t95 samples over 50 s; host CPUs busy (of 16) median 73%, p90 83% (stolen by the hypervisor " \
+             "median 12.5%, p90 30.0%); runnable threads median 13, p90 17\n"
+    got = read_summary("# host: x, 16 cores, load 1 1 1 at the start, a fixed Python loop 76.3 ms (3% of the CPUs' "
+                       "time stolen meanwhile), Linux 6\n" + stolen)
+    assert got == {"host_loop_ms": 76.3, "cpu_busy_pct": 73, "stolen_pct": 12.5}
+    assert row("w6", got, {})[11:13] == ["76.3", "73/12.5"]
 
 
 def test_runs_are_slots_or_slots_by_demo_attempts_and_anything_else_is_refused():
