@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.grade_corpus import adversarial_requests, demo_requests, expert_requests  # noqa: E402
 from bench.hostwatch import HostWatch, host_profile, memory_by_kind, profile_line  # noqa: E402
+from bench.stacksample import StackSampler  # noqa: E402
 from grader.contract import REWARD_FLOOR, GradeRequest, GradeResult, Reason, Status  # noqa: E402
 from grader.labels import point_label  # noqa: E402
 from grader.timing import median, median_ci  # noqa: E402
@@ -666,6 +667,9 @@ def main(argv: list[str] | None = None) -> int:
                     "k-th, so each group is in it) one at a time in a fresh interpreter each, the KernelBench way: "
                     "the baseline the throughput is compared with, on the same attempts in the same run")
     ap.add_argument("--fresh-budget-s", type=float, default=150.0, help="the baseline starts no attempt after this")
+    ap.add_argument("--sample-stacks", type=float, default=0.0, metavar="MS",
+                    help="every MS milliseconds, read where each slot thread is (bench/stacksample.py): the summary "
+                    "then gives the shares of round 1's and every round's samples by the grader's code they were in")
     ap.add_argument("--stall-s", type=float, default=0.0, help="when no grade has come for this long, write every "
                     "thread's stack and the device lock's state to DIR/stall.txt, write the table and end (exit 3)")
     args = ap.parse_args(argv)
@@ -686,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
     results: list[GradeResult] = []
     clock = {"service_t0": t_run, "round1_s": None, "round1_n": 0, "round1_tasks": set(), "baseline": None,
              "rounds": []}
-    host: list[HostWatch] = []  # the service's host sampler, once the service is up
+    host: list = []  # the service's host sampler (and the slot threads' stack sampler), once the service is up
     live = open(args.out / "grades.jsonl", "w")  # the grades that count: one an attempt a round
     failed: list[GradeResult] = []  # every try the grader failed (infra_error); those not in `results` were retried
     log = open(args.out / "progress.log", "w")
@@ -796,6 +800,8 @@ def main(argv: list[str] | None = None) -> int:
         host.append(HostWatch(svc.roles, device_used=watch.used if watch is not None else None,
                               device_roles=(lambda: watch.memory_by_role(svc.roles())) if watch is not None else None
                               ).start())
+        if args.sample_stacks:
+            host.append(StackSampler(args.sample_stacks / 1e3).start())
         if args.stall_s:
             threading.Thread(target=watchdog, args=(svc, clock, args, env, finish, say), daemon=True).start()
         for n, groups in enumerate(ROUNDS, 1):
@@ -965,13 +971,17 @@ def fresh_baseline(reqs: list[GradeRequest], extra_cards: list, device: str, bud
 
 def host_lines(host: list, clock: dict) -> list[str]:
     """The host's CPUs, the parent's cores and its threads' wake-up delay (bench/hostwatch.py), over round 1 and
-    over the whole run."""
+    over the whole run; with `--sample-stacks`, where the slot threads were (bench/stacksample.py)."""
     if not host:
         return []
     watch, t0, now = host[0], clock["graded_t0"], time.perf_counter()
-    return (["== the host while grading (bench/hostwatch.py)"]
-            + watch.lines(t0, t0 + clock["round1_s"] if clock["round1_s"] else now, "round 1")
-            + watch.lines(t0, now, "every round") + watch.role_lines())
+    t1 = t0 + clock["round1_s"] if clock["round1_s"] else now
+    out = (["== the host while grading (bench/hostwatch.py)"] + watch.lines(t0, t1, "round 1")
+           + watch.lines(t0, now, "every round") + watch.role_lines())
+    for stacks in host[1:]:
+        out += (["== where the slot threads were (bench/stacksample.py: innermost frames, `file:function:line`)"]
+                + stacks.lines(t0, t1, "round 1") + stacks.lines(t0, now, "every round"))
+    return out
 
 
 STARTED = ("expert", "reference", "task")

@@ -138,7 +138,26 @@ def profile_line(profile: dict) -> str:
             f"{profile.get('numa_balancing', '?')})")
 
 
-class HostWatch:
+class Sampler:
+    """A daemon thread named `name` that runs `_run` from `start()`; `_run` loops until `_stop` is set (`stop()`)."""
+
+    def __init__(self, name: str):
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self):
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class HostWatch(Sampler):
     """Samples the host every `TICK_S` on a daemon thread until `stop()`; `roles()` names the service's workers."""
 
     def __init__(self, roles: Callable[[], dict[int, str]] | None = None, tick_s: float = TICK_S,
@@ -150,16 +169,7 @@ class HostWatch:
         self.tick_s = tick_s
         self.samples: list[dict] = []
         self.role_cpu: dict[int, tuple[str, float, float]] = {}  # pid -> (role, first seen cpu s, last seen cpu s)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="hostwatch", daemon=True)
-
-    def start(self) -> "HostWatch":
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        super().__init__("hostwatch")
 
     def _run(self) -> None:
         last = None

@@ -1,6 +1,7 @@
 """The slot sweep (bench/slot_sweep.py): its figures read from recorded GPU summaries, its runs parsed with clear
 errors, and one real sweep on the CPU end to end."""
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ from bench.slot_sweep import parse_runs, read_summary, row
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 RUNS = ROOT / "docs" / "measurements"
+GRADER_FILES = {p.name for p in (ROOT / "grader").glob("*.py")}
 
 
 def test_a_summary_gives_the_sweeps_figures_as_the_h100_printed_them():
@@ -69,7 +71,7 @@ def test_a_sweep_on_the_cpu_grades_each_run_and_leaves_three_files(tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "bench" / "slot_sweep.py"), "--out", str(out), "--runs",
                            "1-task_workers@clip_reps=2,2x3+host_verify:2/0.02/0", "--demo", "2", "--cuda-l1", "0",
                            "--run-s", "120",
-                           "--device", "cpu"],
+                           "--device", "cpu", "--sample-stacks", "5"],  # the last passed on to the acceptance
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == ["summaries.txt", "sweep.log", "sweep.txt"]
@@ -83,6 +85,14 @@ def test_a_sweep_on_the_cpu_grades_each_run_and_leaves_three_files(tmp_path):
     assert "--without task_workers" in log and log.count("--without") == 1
     assert "--without task_workers --effort clip_reps=2" in log and log.count("--effort") == 1
     assert ", clip_reps 2; switched on" in log  # the run's service was given it
+    # each row says what host the run had: the fixed loop at its start, the CPUs' busy/stolen shares over round 1
+    assert all(re.fullmatch(r"[\d.]+", r.split("\t")[11]) and re.fullmatch(r"\d+/[\d.]+", r.split("\t")[12])
+               for r in lines[1:]), lines
+    # and where the slot threads were, by the grader's code (`--sample-stacks`, bench/stacksample.py)
+    text = (out / "summaries.txt").read_text()
+    assert text.count("== where the slot threads were") == 2, text[-3000:]
+    shares = re.findall(r"  round 1\t  (\w+\.py):\w+:\d+\t([\d.]+)%\t\d+", text)
+    assert shares and all(f in GRADER_FILES for f, _ in shares), shares
 
 
 def test_a_sweep_refuses_a_field_the_acceptance_would_before_any_run(tmp_path):
