@@ -54,23 +54,29 @@ def _where(frame) -> str:
     return f"{os.path.basename(code.co_filename)}:{code.co_name}:{frame.f_lineno}"
 
 
-def read_stack(frame, depth: int = 3) -> tuple[str, str] | None:
-    """(its innermost grader frame, its innermost `depth` frames joined) for a thread's innermost frame; None for a
-    thread that is not a slot's."""
-    inner, grader, slot = [], "", False
+def is_slot(frame) -> bool:
+    """Whether a thread whose innermost frame is `frame` runs a slot (`SLOT_FUNCTION` in the grader's code)."""
     f = frame
     while f is not None:
         code = f.f_code
+        if code.co_name == SLOT_FUNCTION[1] and os.path.basename(code.co_filename) == SLOT_FUNCTION[0] \
+                and GRADER_DIR in code.co_filename:
+            return True
+        f = f.f_back
+    return False
+
+
+def where(frame, depth: int = 3) -> tuple[str, str]:
+    """(the innermost grader frame, the innermost `depth` frames joined) of a thread whose innermost frame is
+    `frame`: a walk that stops once it has both."""
+    inner, grader = [], ""
+    f = frame
+    while f is not None and not (grader and len(inner) >= depth):
         if len(inner) < depth:
             inner.append(_where(f))
-        if not grader and GRADER_DIR in code.co_filename:
+        if not grader and GRADER_DIR in f.f_code.co_filename:
             grader = _where(f)
-        if (os.path.basename(code.co_filename), code.co_name) == SLOT_FUNCTION and GRADER_DIR in code.co_filename:
-            slot = True
-            break
         f = f.f_back
-    if not slot:
-        return None
     return grader or "(no grader frame)", " < ".join(inner)
 
 
@@ -86,14 +92,19 @@ class StackSampler(Sampler):
 
     def _run(self) -> None:
         me = threading.get_ident()
+        known: dict[int, tuple[threading.Thread | None, bool]] = {}  # ident -> (its thread, whether a slot's)
         while not self._stop.wait(self.interval_s):
             now = time.perf_counter()
             self.ticks.append(now)
+            threads = {t.ident: t for t in threading.enumerate()}
             frames = sys._current_frames()
             for ident, frame in frames.items():
-                read = read_stack(frame, self.depth) if ident != me else None
-                if read is not None:
-                    self.samples.append((now, *read))
+                thread = threads.get(ident)
+                seen = known.get(ident)
+                if seen is None or seen[0] is not thread:  # a whole walk once a thread (an ident is reused)
+                    seen = known[ident] = (thread, ident != me and is_slot(frame))
+                if seen[1]:
+                    self.samples.append((now, *where(frame, self.depth)))
             del frames, frame  # frames kept alive here would keep their locals alive
 
     def lines(self, t_from: float, t_to: float, label: str) -> list[str]:

@@ -5,7 +5,7 @@ import re
 import threading
 import time
 
-from bench.stacksample import StackSampler, read_stack
+from bench.stacksample import StackSampler, is_slot, where
 
 
 def _module(path, text):
@@ -38,8 +38,12 @@ def test_only_slot_threads_are_sampled_and_each_by_the_grader_frame_it_waits_in(
         import sys
 
         frames = sys._current_frames()
-        assert read_stack(frames[threads[0].ident]) is not None
-        assert read_stack(frames[threads[1].ident]) is None and read_stack(frames[threads[2].ident]) is None
+        slot_frame = frames[threads[0].ident]
+        grader, inner = where(slot_frame, 1)  # one frame deep: the event's wait; the grader's line all the same
+        assert is_slot(slot_frame) and grader == "wire.py:recv:2" and inner.startswith("threading.py:wait:")
+        assert " < " not in inner
+        del slot_frame
+        assert not is_slot(frames[threads[1].ident]) and not is_slot(frames[threads[2].ident])
         del frames
     finally:
         sampler.stop()
