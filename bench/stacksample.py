@@ -5,8 +5,9 @@ thread meanwhile: a reply from a worker, the device lock, or the parent's own Py
 under one interpreter lock. On the hosts of H100 runs 143-146 and H200 run 147 a fixed Python loop took 76-154 ms
 (49 on the CPU machine the tests run on), and the rates moved with it, run by run. This sampler reads every slot
 thread's stack every few milliseconds (`sys._current_frames`, from a daemon thread of the grading process) and counts
-where each was: by the innermost frame of the grader's own code (`grader/...`, the function and line), and by the
-innermost frames whatever their module. A thread blocked in C (a socket's read, a lock's wait) shows the Python line
+where each was: by what it waited for (`WAITS`: a worker's reply, the device lock, another thread, or nothing, the
+parent's own Python), by the innermost frame of the grader's own code (`grader/...`, the function and line), and by
+the innermost frames whatever their module. A thread blocked in C (a socket's read, a lock's wait) shows the Python line
 that called it; one that runs Python, or waits for the interpreter lock to run it, shows the line it runs.
 
 A slot thread is one whose stack holds `GraderService._run_slot` (`grader/service.py`): nothing in the grader names
@@ -105,11 +106,13 @@ class StackSampler(Sampler):
                     seen = known[ident] = (thread, ident != me and is_slot(frame))
                 if seen[1]:
                     self.samples.append((now, *where(frame, self.depth)))
+            if len(known) > 2 * len(frames):  # the threads that ended (a spare's starter each grade) forgotten
+                known = {i: v for i, v in known.items() if i in frames}
             del frames, frame  # frames kept alive here would keep their locals alive
 
     def lines(self, t_from: float, t_to: float, label: str) -> list[str]:
-        """The samples between two `time.perf_counter()` readings: the share of slot-thread samples at each innermost
-        grader frame, then at each stack of innermost frames, the largest first."""
+        """The samples between two `time.perf_counter()` readings: the share of slot-thread samples by what they waited
+        for, then at each innermost grader frame, then at each stack of innermost frames, the largest first."""
         rows = [s for s in self.samples if t_from <= s[0] <= t_to]
         ticks = [t for t in self.ticks if t_from <= t <= t_to]
         if not rows:
@@ -122,8 +125,8 @@ class StackSampler(Sampler):
                            (f"innermost {self.depth} frames", lambda s: s[2])):
             counts = collections.Counter(key(s) for s in rows)
             out.append(f"  {label}\tby {title}\tshare\tsamples")
-            for where, n in counts.most_common(TOP):
-                out.append(f"  {label}\t  {where}\t{100 * n / len(rows):.1f}%\t{n}")
+            for place, n in counts.most_common(TOP):
+                out.append(f"  {label}\t  {place}\t{100 * n / len(rows):.1f}%\t{n}")
             rest = len(rows) - sum(n for _, n in counts.most_common(TOP))
             if rest:
                 out.append(f"  {label}\t  (the other {len(counts) - TOP})\t{100 * rest / len(rows):.1f}%\t{rest}")
