@@ -620,6 +620,16 @@ def environment(svc) -> dict:
             "fingerprint": svc.fingerprint, "host": host_profile()}
 
 
+def head_line(env: dict) -> str:
+    """The first line of the summary and of the run's log: the date, the device (its UUID and driver where the
+    fingerprint has them: a sweep keeps only the summaries, and H200 run 147's named no card) and the versions."""
+    fp = env.get("fingerprint") or {}
+    card = ", ".join(([fp["gpu_uuid"]] if fp.get("gpu_uuid") else [])
+                     + ([f"driver {fp['driver']}"] if fp.get("driver") else []))
+    return (f"# {env['date']} {env['device']}" + (f" ({card})" if card else "")
+            + f" torch {env['torch']} triton {env['triton']} python {env['python']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="folder for grades.jsonl, summary.txt, environment.json")
@@ -733,9 +743,7 @@ def main(argv: list[str] | None = None) -> int:
             summary += f"\n  the experts' kernels built ahead (grader.expertseed)\t{built}"
         summary += "\n" + "\n".join(memory_lines(svc))
         summary += "\n" + "\n".join(host_lines(host, clock))
-        (args.out / "summary.txt").write_text(f"# {env['date']} {env['device']} torch {env['torch']} "
-                                              f"triton {env['triton']} python {env['python']}\n"
-                                              f"# {profile_line(env['host'])}\n{summary}\n")
+        (args.out / "summary.txt").write_text(f"{head_line(env)}\n# {profile_line(env['host'])}\n{summary}\n")
         say(summary)
 
     without = {w for w in args.without.split(",") if w}
@@ -786,7 +794,7 @@ def main(argv: list[str] | None = None) -> int:
                    switched_on={**{part: getattr(svc.effort, part) for part in OPT_IN},
                                 **{part: part in served for part in SERVICE_OPT_IN}})
         (args.out / "environment.json").write_text(json.dumps(env, indent=1, sort_keys=True, default=str))
-        say(f"# {env['date']} {env['device']} torch {env['torch']} triton {env['triton']} python {env['python']}; "
+        say(f"{head_line(env)}; "
             f"service up in {time.perf_counter() - t0:.0f} s; switched off: {', '.join(sorted(without)) or 'nothing'}; "
             f"min_reps {svc.effort.min_reps}, target half-width {svc.effort.target_log2_halfwidth}, size budget "
             f"{svc.effort.size_budget_s} s, warm-up pairs {svc.effort.warmup_pairs}"

@@ -79,6 +79,20 @@ def test_the_run_says_what_host_it_ran_on():
                          f"{balancing})"), line
 
 
+def test_the_summary_and_the_log_begin_with_the_card_they_ran_on():
+    """A sweep keeps only the summaries, whose first line named the device's model alone: H200 run 147's record
+    names no card. The line now carries the fingerprint's UUID and driver where it has them."""
+    from bench.gpu_acceptance import head_line
+
+    env = {"date": "2026-12-07 20:09:11 UTC", "device": "NVIDIA H200", "torch": "2.11.0+cu130", "triton": "3.6.0",
+           "python": "3.12.3"}
+    assert head_line({**env, "fingerprint": {"gpu_uuid": "GPU-5df2e740", "driver": "580.159.04"}}) == (
+        "# 2026-12-07 20:09:11 UTC NVIDIA H200 (GPU-5df2e740, driver 580.159.04) torch 2.11.0+cu130 triton 3.6.0 "
+        "python 3.12.3")
+    assert head_line({**env, "fingerprint": {"kind": "cpu"}}) == (
+        "# 2026-12-07 20:09:11 UTC NVIDIA H200 torch 2.11.0+cu130 triton 3.6.0 python 3.12.3")
+
+
 def test_host_watch_reads_the_host_and_summarises_a_stretch():
     """bench/hostwatch.py: /proc/stat's busy share leaves idle and iowait out; a process's CPU seconds are its user
     and system ticks; a live sampler's summary names the parent's cores and its threads' wake-up delay."""
