@@ -218,7 +218,7 @@ class HostWatch(Sampler):
         cores = os.cpu_count() or 1
         late = [x for s in rows for x in s["late_ms"]]
         busy = [s["busy"] for s in rows]
-        stolen = [s.get("stolen", 0.0) for s in rows]
+        stolen = [s["stolen"] for s in rows]
         parent = [s["parent_cores"] for s in rows]
         run = [float(s["runnable"]) for s in rows]
         used = [s["device_used"] / 2**30 for s in rows if s.get("device_used") is not None]
