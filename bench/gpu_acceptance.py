@@ -92,7 +92,7 @@ builders, on the service's default)."""
 OPT_IN = ("host_verify", "first_call_early", "expert_early")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts", "triton_key_once", "twin_apart")
+SERVICE_OPT_IN = ("answers_for_waiting", "keep_tasks", "nice_builds", "seed_experts", "triton_key_once", "twin_apart")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 
@@ -154,7 +154,9 @@ def memory_lines(svc) -> list[str]:
         st = svc.answers.stats()
         lines.append(f"  kept answers (grader.answers)\t{st['answers_held']} held, {st['held_bytes'] / 2**30:.2f} of "
                      f"{svc.answers.budget_bytes / 2**30:g} GiB; used {st['answers_kept_used']} times, "
-                     f"{st['answers_computed']} computed, {st['answers_dropped']} dropped")
+                     f"{st['answers_computed']} computed, {st['answers_dropped']} dropped"
+                     + (f", {st['answers_unwanted']} not copied (no attempt of its task waiting)"
+                        if svc.answers_for_waiting else ""))
     mem = svc.watch.memory(os.getpid()) if svc.watch is not None else None
     if mem is not None:
         import torch

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import os
 import queue
 import sys
@@ -77,7 +78,7 @@ class GraderService:
                  keep_size_memory: bool = True, nice_builds: bool = False,
                  task_workers: bool = True, fail_fast_builds: bool = True, seed_triton: bool = True,
                  seed_experts: bool = False, triton_key_once: bool = False, twin_apart: bool = False,
-                 hang_watch: bool = True):
+                 hang_watch: bool = True, answers_for_waiting: bool = False):
         """`reference_arena`, `task_affinity`, `own_root`, `launch_gate`, `interleave` (the timing loops of several
         slots at once, window by window: grader/devicelock.py), `device_first` (`DeviceLock`), `draw_before_gate`,
         `reference_first`, `split_window`, `slow_loops`, `check_windows`, `fill_behind`, `paired_windows`,
@@ -126,6 +127,9 @@ class GraderService:
         `Slot.task`: one CUDA start and one device context a new task instead of two; on since grader 0.21.0: on one
         H100, H100 runs 118 and 119, round 1 graded 1,937 per GPU-hour with it against 1,677 without, every round
         3,094 against 2,630, the device's fullest reading 53 GiB against 77, and every figure of the acceptance held),
+        `answers_for_waiting` (a computed answer is copied into the answer pool only while another attempt at its
+        task waits in this grading's queue, and only if the pool would keep it, `AnswerPool.admit`: an answer no
+        later grade can take is not copied; off until a GPU run has measured it),
         `output_arena` (a candidate's fetches through its slot's page-locked arena, `Slot.lend_output_arena`):
         switches for comparing the grader with and without each (bench/gpu_acceptance.py --without); all on in
         production. `compile_cache`: the folder of extension
@@ -164,6 +168,7 @@ class GraderService:
         # kept across the attempts this service grades, in page-locked host memory on a GPU host
         budget = budget_for(self.device) if answer_budget_bytes is None else answer_budget_bytes
         self.answers = AnswerPool(budget_bytes=budget) if answer_pool else None
+        self.answers_for_waiting = answers_for_waiting
         cuda = self.device.startswith("cuda")
         # Builders see no device: the arch list torch would pick from it is set for them and the workers alike.
         from grader import buildahead
@@ -363,7 +368,9 @@ class GraderService:
                                        device_name=self.device_name, gpu_lock=self.gpu_lock, effort=self.effort,
                                        ext_cache=self.ext_cache, build_env=self.build_env,
                                        watch=self.watch, roles=self.roles, ahead=self._ahead.pop(id(req), None),
-                                       answers=self.answers))
+                                       answers=self.answers,
+                                       waiting=functools.partial(todo.waiting, req.task_id)
+                                       if self.answers_for_waiting else None))
             except Exception as e:  # noqa: BLE001 - a grader bug ends this attempt as infra_error, never lost
                 done.put(self._infra(req, f"grader error: {type(e).__name__}: {e} "
                                           f"| {traceback.format_exc().splitlines()[-3:]}"))
@@ -404,11 +411,13 @@ class _Queue:
         self._by_task: collections.OrderedDict[str, collections.deque] = collections.OrderedDict()
         self._first: set[str] = set()  # tasks that go first whatever a slot keeps: CUDA builds, released requests
         self._busy: collections.Counter = collections.Counter()  # task id -> slots grading it
+        self._held_of: collections.Counter = collections.Counter()  # task id -> its requests held
         self._left = self._held = 0
         for req in sorted(requests, key=lambda r: r.language != "cuda"):  # stable: arrival order within each
             self._left += 1
             if id(req) in held:
                 self._held += 1
+                self._held_of[req.task_id] += 1
                 continue
             self._by_task.setdefault(req.task_id, collections.deque()).append(req)
             if req.language == "cuda":
@@ -423,10 +432,16 @@ class _Queue:
         """A held request is ready: the next slot to look takes it."""
         with self._lock:
             self._held -= 1
+            self._held_of[req.task_id] -= 1
             self._by_task.setdefault(req.task_id, collections.deque()).appendleft(req)
             self._by_task.move_to_end(req.task_id, last=False)
             self._first.add(req.task_id)
             self._released.notify_all()  # the others look again: the last release may leave none to wait for
+
+    def waiting(self, task_id: str) -> bool:
+        """Whether a request of `task_id` waits here still, queued or held."""
+        with self._lock:
+            return bool(self._by_task.get(task_id)) or self._held_of[task_id] > 0
 
     def take(self, task_id: str | None, kept: Collection[str] = ()) -> GradeRequest | None:
         """The next request for a slot that graded `task_id` last (and is done with it); None once none is left,

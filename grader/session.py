@@ -359,11 +359,13 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
                   ext_cache: compile_cache.CompileCache | None = None,
                   build_env: compile_cache.BuildEnv | None = None, watch=None,
                   roles: Callable[[], dict[int, str]] = dict, ahead: dict | None = None,
-                  answers: AnswerPool | None = None) -> GradeResult:
+                  answers: AnswerPool | None = None, waiting: Callable[[], bool] | None = None) -> GradeResult:
     """`ahead`: what building the attempt's extensions ahead of this grade did (grader.buildahead), for the record.
     `answers`: the service's kept reference answers (`grader.answers`): check calls and the calls of a loop of
     `Effort.min_reps` pairs take the pool's seeds. None (`GraderService(answer_pool=False)`): every call takes a
-    fresh seed; the verified timed calls are chosen the same way either way."""
+    fresh seed; the verified timed calls are chosen the same way either way. `waiting()`: whether another attempt at
+    the task waits to be graded (`GraderService(answers_for_waiting=True)`); if given, a computed answer is copied
+    into the pool only while one does, and only if the pool would keep it (`AnswerPool.admit`)."""
     card = task.card
     cuda = slot.device.startswith("cuda")
     profile = req.profile if req.profile != "auto" else ("gpu" if cuda else "cpu")
@@ -405,7 +407,7 @@ def grade_attempt(req: GradeRequest, task: SealedTask, slot: Slot, *, fingerprin
             raise Floor(Status.INFRA_ERROR, Reason.INFRA, f"worker failed to start: {e}") from None
         g = _Grade(req=req, task=task, conn=conn, slot=slot, effort=effort, remaining=remaining, phases=phases,
                    gpu_lock=gpu_lock, device_name=device_name, seed=root_seed, watch=watch, roles=roles,
-                   answers=answers)
+                   answers=answers, waiting=waiting)
         sandbox_layers = dict(conn.hello.get("sandbox", {}), launch_gate=conn.hello.get("gate", "off: no CUDA device"),
                               worker="spare" if conn.spare else "spawned")
         try:  # before the candidate's code is loaded, as the gate was
@@ -563,6 +565,8 @@ class _Grade:
     """The largest expert-measured allowance (`compare.expert_slack`) a passing output needed; 0: none."""
     answers: AnswerPool | None = None
     """The service's kept reference answers (`grader.answers`), or None."""
+    waiting: Callable[[], bool] | None = None
+    """Whether another attempt at the task waits to be graded (`grade_attempt`), or None: every answer offered."""
     part_inner: float = 0.0
     """The seconds of the parts (`_part`) done so far inside the part now open, which it does not count as its own."""
 
@@ -2028,6 +2032,11 @@ def _reference(g: _Grade, sz: _Size, seed: int, kept: Answer | None, conn: Worke
     ref, scale = tensors[0], (tensors[1] if len(tensors) > 1 else None)
     if not pooled:
         return ref, scale, None
+    if g.waiting is not None:  # asked before the copy, which is most of what keeping costs
+        nbytes = (sum(int(m["nbytes"]) for m in reply["tensors"]) if in_arena
+                  else sum(t.numel() * t.element_size() for t in tensors))
+        if not g.answers.admit(key, sz.key, seed, nbytes, cost_s, wanted=g.waiting()):
+            return ref, scale, None
     digest = reply.get("inputs_digest") if sz.given else None
     if not in_arena:  # an answer past the arena's size (rare): copied back from the device, in the caller's window
         g.answers.put(key, sz.key, seed, Answer(kept_copy(ref), kept_copy(scale), digest), cost_s)

@@ -81,6 +81,43 @@ def test_the_answers_that_save_least_per_byte_go_first_and_one_nobody_uses_falls
     assert aged(12).get("u", "s", 1) is None  # unused, it fell behind as each drop aged the pool
 
 
+def test_admit_says_before_the_copy_what_put_would_do_and_counts_what_it_refuses_as_put_would():
+    """`admit` is asked before an answer is copied into page-locked memory: it refuses what `put` would not keep,
+    leaves the pool as it was either way, and a refusal counts as one computed and dropped answer, as `put`'s does.
+    An answer no attempt of its task waits for is never admitted."""
+    mib = 1 << 17
+    nbytes = 8 * mib * 8
+
+    def pool_of() -> AnswerPool:
+        pool = AnswerPool(budget_bytes=10 << 20)
+        for seed in (2, 3):
+            pool.put("t", "s", seed, _answer(mib), cost_s=0.1)
+        return pool
+
+    said, did = pool_of(), pool_of()
+    assert said.admit("t", "s", 1, nbytes, cost_s=0.1)  # room made by dropping nothing yet: it fits
+    assert said.stats() == did.stats() and said.held_bytes == 2 << 20  # nothing changed by asking
+    did.put("t", "s", 1, _answer(8 * mib), cost_s=0.1)
+    assert did.get("t", "s", 1) is not None
+    # an 8 MiB answer that would displace one worth more per byte: refused by both, counted alike
+    full_said, full_did = pool_of(), pool_of()
+    for pool in (full_said, full_did):
+        pool.put("x", "s", 1, _answer(6 * mib), cost_s=10.0)
+    assert not full_said.admit("n", "s", 1, nbytes, cost_s=0.1)
+    full_did.put("n", "s", 1, _answer(8 * mib), cost_s=0.1)
+    assert full_did.get("n", "s", 1) is None
+    for key in ("answers_computed", "answers_dropped", "answers_held"):
+        assert full_said.stats()[key] == full_did.stats()[key]
+    assert full_said.held_bytes == full_did.held_bytes == 8 << 20
+    assert not full_said.admit("t", "s", 2, mib * 8, cost_s=0.1)  # kept already
+    assert not full_said.admit("t", "s", 9, 11 << 20, cost_s=99.0)  # larger than the whole budget
+
+    pool = pool_of()
+    assert not pool.admit("t", "s", 7, mib * 8, cost_s=5.0, wanted=False)  # no attempt of its task waits
+    assert pool.stats()["answers_unwanted"] == 1 and pool.stats()["answers_computed"] == 3
+    assert pool.held_bytes == 2 << 20
+
+
 def test_a_plan_gives_every_seed_once_and_the_lowest_priority_pooled_calls_the_seeds_of_kept_answers():
     order = list(range(100, 132))  # what AnswerPool.order gives: kept answers first
     for r in range(50):

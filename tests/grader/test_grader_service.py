@@ -154,6 +154,26 @@ def test_reference_answers_are_kept_across_attempts_of_a_task_and_still_catch_a_
 
 
 @pytest.mark.slow
+def test_with_answers_for_waiting_an_answer_is_kept_only_while_another_attempt_of_its_task_waits():
+    """`GraderService(answers_for_waiting=True)`: an attempt graded with no other of its task waiting copies none of
+    the answers its reference computed into the pool; of two graded together, the first keeps its answers (the
+    second waits) and the second is verified on them."""
+    req = lambda aid: GradeRequest(attempt_id=aid, task_id=TASK, source=HONEST, language="pytorch")  # noqa: E731
+    with GraderService(mode="zygote", workers=1, answers_for_waiting=True) as svc:
+        alone = svc.grade_one(req("alone"))
+        after_alone = svc.answers.stats()
+        first, second = sorted(svc.grade([req("first"), req("second")]), key=lambda r: r.attempt_id)
+        stats = svc.answers.stats()
+    answers = [[s.loop["answers"] for s in r.sizes] for r in (alone, first, second)]
+    assert alone.status is first.status is second.status is Status.CORRECT, (alone.reason, first.reason, second.reason)
+    computed = sum(a["computed"] for a in answers[0])
+    assert computed > 0 and after_alone["answers_held"] == 0 and after_alone["answers_unwanted"] == computed
+    assert all(a["kept"] == 0 < a["computed"] for a in answers[1]), answers[1]  # alone's were not kept
+    assert all(a["computed"] == 0 < a["kept"] for a in answers[2]), answers[2]
+    assert stats["answers_held"] == sum(a["computed"] for a in answers[1]) and stats["answers_unwanted"] == computed
+
+
+@pytest.mark.slow
 def test_fresh_process_mode_grades_the_same():
     with GraderService(mode="fresh", workers=1) as svc:
         r = svc.grade_one(GradeRequest(attempt_id="fresh", task_id=TASK, source=HONEST, language="pytorch"))

@@ -1173,6 +1173,23 @@ def test_a_slot_keeps_to_the_task_it_graded_last_then_takes_a_task_nobody_grades
     assert [q.take(None).attempt_id, q.take(None).attempt_id, q.take("a").attempt_id] == ["a0", "b1", "a2"]
 
 
+def test_the_queue_says_whether_a_task_has_a_request_waiting_queued_or_held():
+    """`GraderService(answers_for_waiting=True)` copies a computed answer into the pool only while another request of
+    its task waits: queued, or held for its build ahead."""
+    from grader.service import _Queue
+
+    reqs = [GradeRequest(attempt_id=f"{t}{i}", task_id=t, source="def run(x):\n    return x\n", language="pytorch")
+            for i, t in enumerate("aabc")]
+    q = _Queue(reqs, held={id(reqs[3])})
+    assert q.waiting("a") and q.waiting("b") and q.waiting("c") and not q.waiting("z")
+    assert q.take(None).attempt_id == "a0" and q.waiting("a")
+    assert q.take("a").attempt_id == "a1" and not q.waiting("a")  # a's last is being graded: none waits
+    assert q.take("a").attempt_id == "b2" and not q.waiting("b")
+    assert q.waiting("c")  # held, not queued
+    q.release(reqs[3])
+    assert q.waiting("c") and q.take("b").attempt_id == "c3" and not q.waiting("c")
+
+
 def test_requests_that_build_a_cuda_extension_are_handed_out_first():
     """A CUDA request's build takes tens of seconds of CPU: started first, it overlaps the other grades instead of
     ending the round. Within each kind, the arrival order and the task affinity stay."""
