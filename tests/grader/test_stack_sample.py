@@ -79,4 +79,5 @@ def test_the_tables_name_the_top_rows_and_sum_the_rest(monkeypatch):
     assert lines[5:9] == ["  r\tby innermost grader frame\tshare\tsamples", "  r\t  session.py:_verify:10\t50.0%\t5",
                           "  r\t  wire.py:_recv_exact:105\t30.0%\t3", "  r\t  (the other 2)\t20.0%\t2"]
     assert stacksample.what_waited("devicelock.py:acquire:104", "threading.py:wait:327") == "the device lock"
-    assert stacksample.what_waited("wire.py:_read:179", "wire.py:_read:179 < wire.py:read:396").startswith("a host copy")
+    copy = stacksample.what_waited("wire.py:_read:179", "wire.py:_read:179 < wire.py:read:396")
+    assert copy.startswith("a host copy")
