@@ -85,14 +85,14 @@ SWITCHES = ("reference_arena", "task_affinity", "own_root", "launch_gate", "inte
             "build_ahead", "fill_behind", "answer_pool", "spare_workers", "paired_windows", "traced_release",
             "stalled_one_pair", "gated_check_calls", "settled_pairs", "memory_watch", "task_workers",
             "fail_fast_builds", "seed_triton", "slow_checks_warm", "start_ahead", "gated_reference",
-            "warmup_release", "keep_size_memory", "hang_watch")
+            "warmup_release", "keep_size_memory", "hang_watch", "answers_for_waiting")
 """The parts of the grader `--without` can switch off (each a `GraderService` argument; `build_ahead` off is 0
 builders, on the service's default)."""
 
 OPT_IN = ("host_verify", "first_call_early", "expert_early")
 """The parts `--with` switches on (each an `Effort` field, off by default until a GPU run has measured it)."""
 
-SERVICE_OPT_IN = ("answers_for_waiting", "keep_tasks", "nice_builds", "seed_experts", "triton_key_once", "twin_apart")
+SERVICE_OPT_IN = ("keep_tasks", "nice_builds", "seed_experts", "triton_key_once", "twin_apart")
 """The same for parts of the service (each a `GraderService` argument)."""
 
 

@@ -76,8 +76,10 @@ class GraderActor:
         shutil.rmtree(self.scratch, ignore_errors=True)
         os.makedirs(self.scratch, mode=0o700)
         tempfile.tempdir = self.scratch
+        # Each call brings a batch of one attempt a slot from the driver's queue: an answer copied for a task with no
+        # other attempt in the batch still serves the actor's next batches (`answers_for_waiting` off).
         self.svc = GraderService(mode=mode, workers=workers, device=device, catalogue_extra=catalogue_extra,
-                                 compile_cache=compile_cache)
+                                 compile_cache=compile_cache, answers_for_waiting=False)
 
     def ready(self) -> dict[str, Any]:
         """Where this actor runs and on what (for infra results and the caller's logs)."""

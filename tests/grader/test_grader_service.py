@@ -140,7 +140,7 @@ def test_reference_answers_are_kept_across_attempts_of_a_task_and_still_catch_a_
     wrong_later = HONEST.replace("def run(x):\n", "CALLS = [0]\ndef run(x):\n    CALLS[0] += 1\n").replace(
         "    return e / e.sum(-1, keepdim=True)\n", "    return e / e.sum(-1, keepdim=True) * (1 + (CALLS[0] > 1))\n")
     req = lambda aid, src: GradeRequest(attempt_id=aid, task_id=TASK, source=src, language="pytorch")  # noqa: E731
-    with GraderService(mode="zygote", workers=1) as svc:
+    with GraderService(mode="zygote", workers=1, answers_for_waiting=False) as svc:  # kept across calls too
         first = svc.grade_one(req("first", HONEST))
         second = svc.grade_one(req("second", HONEST))
         wrong = svc.grade_one(req("wrong_later", wrong_later))
@@ -159,7 +159,7 @@ def test_with_answers_for_waiting_an_answer_is_kept_only_while_another_attempt_o
     the answers its reference computed into the pool; of two graded together, the first keeps its answers (the
     second waits) and the second is verified on them."""
     req = lambda aid: GradeRequest(attempt_id=aid, task_id=TASK, source=HONEST, language="pytorch")  # noqa: E731
-    with GraderService(mode="zygote", workers=1, answers_for_waiting=True) as svc:
+    with GraderService(mode="zygote", workers=1) as svc:  # on by default
         alone = svc.grade_one(req("alone"))
         after_alone = svc.answers.stats()
         first, second = sorted(svc.grade([req("first"), req("second")]), key=lambda r: r.attempt_id)
