@@ -14,7 +14,7 @@ device lock's draws), and thrown away. Now:
    back (`session._reference`): copied back from the device inside the window, it made each computed answer's hold
    95 ms against the worker's own 54 ms (H200 run 66). It is copied only while another attempt at its task waits in
    the grading's queue, and only if the pool would keep it (`AnswerPool.admit`; `GraderService(answers_for_waiting)`,
-   on since H100 runs 149-150: the copies were 11% of round 1's slot time in run 148).
+   on since H100 runs 149-150: in run 148 those copies were 8% of round 1's slot time).
 2. Per size of an attempt, `SeedPlan` says which seed each call takes. The check calls take pool seeds. Each call
    the timing loop can make gets a secret uniform priority; the verified timed calls are the `n` made calls of
    lowest priority. That is a uniformly random choice among the calls made, whatever their number, as the choice
