@@ -18,6 +18,14 @@ calls made), the rest computed; and which seeds a grade verifies, kept ones firs
 leaves out a grade's own time moving with the change. Its first rows are what the run recorded, to check the
 replay of `--before` against; on H200 run 66, whose grader `--before` is, it reproduces the kept answers of both
 rounds within a few. So it ranks two policies on a run's mix; the GPU run measures them.
+
+It also counts the answers copied into the pool, and their bytes: with `answers_for_waiting` (a version whose queue
+says which tasks wait, `_Queue.waiting`, and whose pool says what it would keep, `AnswerPool.admit`) only those
+copied while another attempt at the task waits. Replayed on H100 runs 140, 142, 145, 148 and 149 against be06dff (6
+slots): round 1 copied 163-177 answers (22-23 GiB) against 518-534 (69-72 GiB), every round 1,340-1,385 (248-257
+GiB) against 1,874-1,924 (355-364 GiB), and the verifications on kept answers did not fall (1,497-1,542 against
+1,477-1,517). On H200 run 66 (12 slots, two rounds) the copies halve (692 against 1,374) and 10 of 354 kept answers'
+uses go: its round 2, a call of its own, grades round 1's experts again, whose last attempts' answers were not copied.
 """
 from __future__ import annotations
 
@@ -125,11 +133,14 @@ def answer_sizes(card, record: dict, checks: int = 2) -> list[Verified]:
 
 
 def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: int, cost: Callable[[int], float],
-           budget_bytes: int = PINNED_ANSWER_BUDGET_BYTES, seed: int = 0, checks: int = 2
+           budget_bytes: int = PINNED_ANSWER_BUDGET_BYTES, seed: int = 0, checks: int = 2, for_waiting: bool = True
            ) -> list[collections.Counter]:
     """Each round's verifications on kept answers and on computed ones (and the seconds those took, `cost(bytes)`
-    each), through `queue_cls` and `pool_cls`. At each size, the first `checks` verifications (the check calls')
-    come at its start, the rest after its loop; an answer computed for a pool seed is kept `cost` later."""
+    each), through `queue_cls` and `pool_cls`, and the answers copied into the pool (`copied`, `copied_bytes`). At
+    each size, the first `checks` verifications (the check calls') come at its start, the rest after its loop; an
+    answer computed for a pool seed is kept `cost` later. `for_waiting` (`GraderService(answers_for_waiting)`, where
+    the version has it): an answer is copied only while another attempt at its task waits in the round's queue and
+    the pool would keep it (`AnswerPool.admit`); else every one computed for a pool seed is."""
     weighs = "cost_s" in inspect.signature(pool_cls.put).parameters  # a pool before greedy-dual-size does not
     rng = random.Random(seed)
     pool = pool_cls(budget_bytes=budget_bytes)
@@ -143,6 +154,7 @@ def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: i
             by_id[req.attempt_id] = r
             reqs.append(req)
         q = queue_cls(reqs)
+        admits = for_waiting and hasattr(q, "waiting") and hasattr(pool, "admit")
         counts = collections.Counter()
         events: list = []  # (time, order, slot, kind, payload)
         order = 0
@@ -193,6 +205,10 @@ def replay(records: list[list[dict]], cards: dict, queue_cls, pool_cls, slots: i
                 else:
                     counts["computed"] += 1
                     counts["computed_s"] += cost(v.nbytes)
+                    if admits and not pool.admit(task, v.key, sd, v.nbytes, cost(v.nbytes), wanted=q.waiting(task)):
+                        continue  # not copied (`answers_for_waiting`)
+                    counts["copied"] += 1
+                    counts["copied_bytes"] += v.nbytes
                     order += 1
                     heapq.heappush(events, (now + cost(v.nbytes), order, slot, "put", (task, v.key, sd, v.nbytes)))
         out.append(counts)
@@ -235,11 +251,13 @@ def main() -> None:
                 c.update(kept=v.kept, computed=v.n - v.kept)
                 c["computed_s"] += (v.n - v.kept) * cost(v.nbytes)
         recorded.append(c)
-    print("version\tround\tverifications\tkept\tcomputed\tcheck-window seconds for answers (modelled)")
+    print("version\tround\tverifications\tkept\tcomputed\tcheck-window seconds for answers (modelled)\t"
+          "copied into the pool\tGiB copied")
     for name, per_round in [("recorded in the run", recorded)] + rows:
         for i, c in [*enumerate(per_round, 1), ("all", sum(per_round, collections.Counter()))]:
+            copies = f"{c['copied']}\t{c['copied_bytes'] / 2**30:.1f}" if per_round is not recorded else "-\t-"
             print(f"{name}\t{i}\t{c['kept'] + c['computed']}\t{c['kept']}\t{c['computed']}\t"
-                  f"{c['kept'] * args.kept_ms / 1e3 + c['computed_s']:.1f}")
+                  f"{c['kept'] * args.kept_ms / 1e3 + c['computed_s']:.1f}\t{copies}")
 
 
 if __name__ == "__main__":

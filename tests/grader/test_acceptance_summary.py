@@ -213,6 +213,13 @@ def test_the_answer_replay_counts_every_verification_of_a_recorded_run_once():
     assert [c["kept"] + c["computed"] for c in got] == want and all(want), (got, want)
     assert all(c["kept"] <= sum(v.pooled for v in vs) for c, vs in zip(got, sizes))  # fresh seeds are never kept
     assert got[1]["kept"] > 0, got
+    every = replay(by_round, cards, _Queue, AnswerPool, slots=12, cost=lambda nbytes: 0.08 + nbytes / 10e9,
+                   for_waiting=False)  # every answer computed for a pool seed copied, as before answers_for_waiting
+    assert [c["kept"] + c["computed"] for c in every] == want
+    # half the copies go (692 against 1,374), and a few uses with them: round 2 grades round 1's experts again, and
+    # a round is a call of its own, in which the answers of a task's last attempt of round 1 were not copied
+    assert sum(c["copied"] for c in got) < 0.75 * sum(c["copied"] for c in every), (got, every)
+    assert sum(c["kept"] for c in got) >= 0.9 * sum(c["kept"] for c in every), (got, every)
     seen = collections.Counter(r["attempt_id"] for r in by_round[1] if r["attempt_id"].startswith("expert:"))
     assert sum(v == 2 for v in seen.values()) >= 12  # graded twice, 16 grades apart
 
