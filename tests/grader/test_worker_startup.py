@@ -497,7 +497,7 @@ def test_without_check_windows_a_sizes_check_work_shares_one_shared_hold(service
     assert held == len(r.sizes), (held, r.sizes)
 
 
-def test_check_windows_each_piece_of_check_work_and_a_warm_experts_first_call_at_a_size(service):
+def test_check_windows_each_piece_of_check_work_and_a_warm_experts_first_call_at_a_size(service, monkeypatch):
     """`Effort.check_windows`: per size, the check call (but the attempt's first, which compiles), the four pieces
     of its verification (fetch, inputs, reference, comparison) and the expert's first call, once its worker has
     run at the size (the call that compiles holds nothing), each take a check window; on the CPU a timing loop
@@ -507,6 +507,7 @@ def test_check_windows_each_piece_of_check_work_and_a_warm_experts_first_call_at
         pytest.skip("the count is the CPU's effort's: one check call a size")
     from grader.answers import AnswerPool
 
+    monkeypatch.setattr(service, "answers_for_waiting", False)  # kept for the next call, each grade its own
     _grade(service, "check_windows_warm", HONEST)
     service.answers = AnswerPool()  # none kept: every answer computed, then kept for the third grade
     for name, windows in (("check_windows_counted", 6), ("check_windows_on_kept_answers", 5)):
