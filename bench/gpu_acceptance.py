@@ -612,14 +612,21 @@ def device_gib(device: str) -> float | None:
     return mib / 1024 if mib else None
 
 
-def environment(svc) -> dict:
+def environment(svc, host: dict | None = None) -> dict:
+    """The run's date, device, versions and `host` (`host_profile` read before the service started; read now without
+    one), with the fixed loop read again now, the service up (`python_loop_ms_service_up`): the loop runs in this
+    process, whose slot threads, spares and builders are then starting beside it. Until H100 run 153 only that second
+    reading was recorded, and on one machine it went 61-78 ms and 122-145 ms by turns from run to run (H200 run 147,
+    H100 runs 150 and 152)."""
     import torch
     import triton
 
+    up = host_profile(repeats=3)
+    host = dict(host or up, python_loop_ms_service_up=up["python_loop_ms"])
     return {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": svc.device_name,
             "python": platform.python_version(),
             "torch": torch.__version__, "triton": triton.__version__, "fingerprint_id": svc.fingerprint_id,
-            "fingerprint": svc.fingerprint, "host": host_profile()}
+            "fingerprint": svc.fingerprint, "host": host}
 
 
 def head_line(env: dict) -> str:
@@ -698,6 +705,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit:
         items = {k: v[:args.limit] for k, v in items.items()}
     meta = {req.attempt_id: m for rows in items.values() for req, m in rows}
+    host_before = host_profile()  # the host's speed before this run starts anything (`environment`)
     t_run = time.perf_counter()  # budgets and the hard stop count from here: the device call's own clock
     results: list[GradeResult] = []
     clock = {"service_t0": t_run, "round1_s": None, "round1_n": 0, "round1_tasks": set(), "baseline": None,
@@ -787,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
                        answer_budget_bytes=(None if args.answer_budget_gib is None
                                             else int(args.answer_budget_gib * 2**30)),
                        **dict(switches, build_ahead=None if switches["build_ahead"] else 0), **served) as svc:
-        env = dict(environment(svc), switches=switches, min_reps=svc.effort.min_reps,
+        env = dict(environment(svc, host_before), switches=switches, min_reps=svc.effort.min_reps,
                    target_log2_halfwidth=svc.effort.target_log2_halfwidth, size_budget_s=svc.effort.size_budget_s,
                    warmup_pairs=svc.effort.warmup_pairs, effort_set={k: getattr(svc.effort, k) for k in fields},
                    answer_budget_bytes=svc.answers.budget_bytes if svc.answers is not None else 0,

@@ -132,10 +132,12 @@ def profile_line(profile: dict) -> str:
     """One line of `host_profile` for summary.txt's head."""
     stolen = (f" ({profile['loop_steal_pct']:g}% of the CPUs' time stolen meanwhile)" if "loop_steal_pct" in profile
               else "")
+    up = (f" ({profile['python_loop_ms_service_up']} ms with the service starting beside it)"
+          if "python_loop_ms_service_up" in profile else "")
     return (f"host: {profile.get('cpu_model') or 'CPU model unknown'}, {profile.get('cpus')} cores, load "
             f"{profile.get('loadavg') or '?'} at the start, a fixed Python loop {profile.get('python_loop_ms')} ms"
-            f"{stolen}, Linux {profile.get('kernel') or '?'}, NUMA nodes {profile.get('numa_nodes', '?')} (balancing "
-            f"{profile.get('numa_balancing', '?')})")
+            f"{stolen}{up}, Linux {profile.get('kernel') or '?'}, NUMA nodes {profile.get('numa_nodes', '?')} "
+            f"(balancing {profile.get('numa_balancing', '?')})")
 
 
 class Sampler:

@@ -48,9 +48,11 @@ grader failed (`infra_error`) that the acceptance graded again, as the pipeline'
 grades_retried.jsonl). The attempts and the rate count verdicts only (an infra_error judges nothing): until the
 acceptance graded them again (after H100 run 102), a try it failed counted, and the column then gave the rate without
 them (H100 run 100's 8 slots on a full device ended 9 of 36 so, quickly). "host's loop ms": the host's fixed Python
-loop as the run started (`bench/hostwatch.host_profile`), and "round 1 CPUs busy/stolen %" the host watch's medians
-over round 1, the share the hypervisor gave to others apart: the host's speed moves the rate (H200 run 147's A runs
-started at 134-145 ms, its B runs at 76-78), so an ABAB's rows say what each run had."""
+loop as the run started, before its service (`bench/hostwatch.host_profile`), then, after a slash, the same loop with
+the service starting beside it in the same process; "round 1 CPUs busy/stolen %" the host watch's medians over round 1,
+the share the hypervisor gave to others apart. Until H100 run 153 only the second reading was made, and it was no
+reading of the host: it went 72, 138, 76 and 140 ms by turns in H100 run 152's four runs on one machine (H200 run 147's
+A runs 134-145 ms, its B runs 76-78)."""
 
 
 KEPT_ROLES = ("expert", "reference", "task")
@@ -110,6 +112,9 @@ def read_summary(text: str) -> dict:
     m = re.search(r"a fixed Python loop ([\d.]+) ms", text)  # the host's speed as the run started
     if m:
         out["host_loop_ms"] = float(m.group(1))
+    m = re.search(r"\(([\d.]+) ms with the service starting beside it\)", text)  # the same loop, the service up
+    if m:
+        out["host_loop_up_ms"] = float(m.group(1))
     m = re.search(r"round 1\t\d+ samples over [\d.]+ s; host CPUs busy \(of \d+\) median (\d+)%, p90 \d+%"
                   r"(?: \(stolen by the hypervisor median ([\d.]+)%)?", text)
     if m:
@@ -130,7 +135,8 @@ def row(name: str, figures: dict, statuses: dict, again: int = 0) -> list[str]:
             get("slot_s_per_grade", "{:.2f}"),
             "/".join(f"{starts[r]:.2f}" if r in starts else "-" for r in KEPT_ROLES),
             "/".join(f"{lock[k]:.1f}" if k in lock else "-" for k in ("window", "draws_held", "idle")),
-            get("device_gib_max", "{:.1f}"), get("host_loop_ms", "{:.1f}"),
+            get("device_gib_max", "{:.1f}"), get("host_loop_ms", "{:.1f}") + (
+                f"/{figures['host_loop_up_ms']:.1f}" if "host_loop_up_ms" in figures else ""),
             f"{get('cpu_busy_pct')}/{get('stolen_pct', '{:.1f}')}",
             ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "-"]
 
