@@ -617,7 +617,7 @@ def environment(svc, host: dict | None = None) -> dict:
     one), with the fixed loop read again now, the service up (`python_loop_ms_service_up`): the loop runs in this
     process, whose slot threads, spares and builders are then starting beside it. Until H100 run 153 only that second
     reading was recorded, and on one machine it went 61-78 ms and 122-145 ms by turns from run to run (H200 run 147,
-    H100 runs 150 and 152)."""
+    H100 runs 150 and 152); H100 run 153 read 61-65 ms before four runs' services and 64-103 ms beside them."""
     import torch
     import triton
 

@@ -90,8 +90,9 @@ def test_a_sweep_on_the_cpu_grades_each_run_and_leaves_three_files(tmp_path):
     assert "--without task_workers" in log and log.count("--without") == 1
     assert "--without task_workers --effort clip_reps=2" in log and log.count("--effort") == 1
     assert ", clip_reps 2; switched on" in log  # the run's service was given it
-    # each row says what host the run had: the fixed loop at its start, the CPUs' busy/stolen shares over round 1
-    assert all(re.fullmatch(r"[\d.]+", r.split("\t")[11]) and re.fullmatch(r"\d+/[\d.]+", r.split("\t")[12])
+    # each row says what host the run had: the fixed loop before its service and beside its start, the CPUs'
+    # busy/stolen shares over round 1
+    assert all(re.fullmatch(r"[\d.]+/[\d.]+", r.split("\t")[11]) and re.fullmatch(r"\d+/[\d.]+", r.split("\t")[12])
                for r in lines[1:]), lines
     # and where the slot threads were, by the grader's code (`--sample-stacks`, bench/stacksample.py)
     text = (out / "summaries.txt").read_text()
