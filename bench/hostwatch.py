@@ -7,8 +7,8 @@ its own, in the grading process (the service's parent, where every slot's thread
 
 - the share of the host's CPUs busy (`/proc/stat`), and runnable threads (`/proc/loadavg`); and the share the
   hypervisor gave to other machines (`steal`), which the busy share holds too: H200 run 147's host ran a fixed loop in
-  134-145 ms as two runs of an ABAB started and in 76-78 ms as the two between them did (read with the run's service
-  starting in the same process: H100 run 153 read 61-65 ms before four runs' services and 64-103 ms beside them);
+  134-145 ms as two runs of an ABAB started and in 76-78 ms as the two between them did (read beside the run's
+  service starting: why that is no reading of the host, `gpu_acceptance.environment`);
 - the cores the parent uses (its `/proc/self/stat`) and the workers by role (`roles`: pid -> "slot N role");
 - how late a thread of the parent wakes from a 0.5 ms sleep: what each slot thread waits for the GIL and a core
   after every reply, before it can open the next gate or give back its window;

@@ -1,15 +1,15 @@
 """Where the grading service's slot threads are, sampled (`bench/gpu_acceptance.py --sample-stacks MS`).
 
-A slot's time by part of the grade (the acceptance's `part_lines`) says what a grade was doing, not what held its
-thread meanwhile: a reply from a worker, the device lock, or the parent's own Python, which every slot thread runs
-under one interpreter lock. On the hosts of H100 runs 143-146 and H200 run 147 a fixed Python loop took 76-154 ms
-(49 on the CPU machine the tests run on) with the service starting beside it, which is the service's start-up as much
-as the host (H100 run 153: 61-65 ms before the service, 64-103 ms beside it). This sampler reads every slot
-thread's stack every few milliseconds (`sys._current_frames`, from a daemon thread of the grading process) and counts
-where each was: by what it waited for (`WAITS`: a worker's reply, the device lock, another thread, or nothing, the
-parent's own Python), by the innermost frame of the grader's own code (`grader/...`, the function and line), and by
-the innermost frames whatever their module. A thread blocked in C (a socket's read, a lock's wait) shows the Python line
-that called it; one that runs Python, or waits for the interpreter lock to run it, shows the line it runs.
+A slot's time by part of the grade (the acceptance's `part_lines`) says what a grade was doing, not what held its thread
+meanwhile: a reply from a worker, the device lock, or the parent's own Python, which every slot thread runs under one
+interpreter lock. On the hosts of H100 runs 143-146 and H200 run 147 a fixed Python loop took 76-154 ms (49 on the CPU
+machine the tests run on), read beside the service's start (`gpu_acceptance.environment`: no reading of the host alone).
+This sampler reads every slot thread's stack every few milliseconds (`sys._current_frames`, from a daemon thread of the
+grading process) and counts where each was: by what it waited for (`WAITS`: a worker's reply, the device lock, another
+thread, or nothing, the parent's own Python), by the innermost frame of the grader's own code (`grader/...`, the
+function and line), and by the innermost frames whatever their module. A thread blocked in C (a socket's read, a lock's
+wait) shows the Python line that called it; one that runs Python, or waits for the interpreter lock to run it, shows the
+line it runs.
 
 A slot thread is one whose stack holds `GraderService._run_slot` (`grader/service.py`): nothing in the grader names
 its threads, and the sampler changes nothing there.
